@@ -1,0 +1,54 @@
+"""The text-environment contract every gigpo env implements (see DESIGN.md "Envs")."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Hashable
+from typing import Any
+
+
+class EnvError(RuntimeError):
+    """Raised by an env for a failure of the env itself (not of the agent's action)."""
+
+
+class Env(ABC):
+    """A text-in / text-out environment.
+
+    Contract:
+
+    * ``reset(seed) -> (observation, info)``. Envs reset with the same ``seed`` start in the identical state
+      (this is what makes a GiGPO *group*). ``info`` carries at least ``task`` (str, the goal/instruction text shown
+      in every prompt; may be ``""``), ``state_key`` (hashable true state) and ``admissible_actions``
+      (``list[str]`` or ``None`` when the env cannot enumerate them).
+    * ``step(action) -> (observation, reward, done, info)``. ``action`` is the already-parsed action text.
+      ``info`` carries at least ``won`` (bool), ``action_valid`` (bool), ``state_key`` and ``admissible_actions``;
+      optionally ``score`` (float in [0, 1], defaults to ``float(won)``). An invalid action leaves the state
+      unchanged, returns reward 0 (the rollout adds the configured penalty) and ``action_valid=False``.
+    * ``instructions`` (class attribute or property): rules of the env and the action vocabulary, shown once at the
+      top of every prompt.
+    * ``max_steps``: the env's own step cap (the rollout also has one; the smaller wins).
+
+    Envs know nothing about models, tokenizers or prompts.
+    """
+
+    #: Human-readable rules and action vocabulary.
+    instructions: str = ""
+    #: Hard step cap of the env itself.
+    max_steps: int = 50
+
+    @abstractmethod
+    def reset(self, seed: int) -> tuple[str, dict[str, Any]]:
+        """Start a new episode deterministically from ``seed``."""
+
+    @abstractmethod
+    def step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
+        """Apply one (parsed) action."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources (processes, files). Default: nothing."""
+
+    @staticmethod
+    def state_key_of(info: dict[str, Any], observation: str) -> Hashable:
+        """The anchor key for exact grouping: the env's true state when given, else the observation text."""
+        key = info.get("state_key")
+        return observation if key is None else key
