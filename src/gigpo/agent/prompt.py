@@ -1,0 +1,108 @@
+"""Per-step prompt: instructions + task + last-k (observation, action) history + observation (+ admissible actions)."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+FORMAT_HINTS = {
+    "plain": "Reply with the action only.",
+    "think-action": "Think step by step inside <think></think>, then give the action inside <action></action>.",
+}
+
+
+def build_messages(
+    instructions: str,
+    task: str,
+    history: list[tuple[str, str]],
+    observation: str,
+    admissible: list[str] | None,
+    fmt: str = "plain",
+) -> list[dict[str, str]]:
+    """Chat messages for one step: a system message with the env's rules, a user message with the rest.
+
+    The user message is: ``Task`` (if any), ``Step i`` blocks with each past observation and the action taken,
+    then ``Current observation`` and (if known) ``Admissible actions``, then the response-format hint.
+    """
+    parts: list[str] = []
+    if task:
+        parts.append(f"Task: {task}")
+    for i, (obs, act) in enumerate(history):
+        parts.append(f"Earlier observation {i + 1}:\n{obs}\nYour action: {act}")
+    parts.append(f"Current observation:\n{observation}")
+    if admissible:
+        parts.append("Admissible actions: " + ", ".join(admissible))
+    parts.append(FORMAT_HINTS.get(fmt, ""))
+    return [
+        {"role": "system", "content": instructions.strip()},
+        {"role": "user", "content": "\n\n".join(p for p in parts if p)},
+    ]
+
+
+@dataclass
+class PromptBuilder:
+    """Turns messages into token ids for a tokenizer, within ``max_tokens``.
+
+    With a chat template the messages go through it (``add_generation_prompt=True``); without one (the tiny model)
+    they are joined as plain text ending in ``"Action:"``. Too long → drop the oldest history entries first, then
+    truncate the observation from the front (keeping its end, which is usually the most recent content), warning
+    once per builder.
+    """
+
+    tokenizer: Any
+    max_tokens: int = 2048
+    fmt: str = "plain"
+    show_admissible: bool = True
+    _warned: bool = False
+
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self.tokenizer, "chat_template", None))
+
+    def render(self, messages: list[dict[str, str]]) -> list[int]:
+        if self.has_chat_template:
+            ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+            if isinstance(ids, dict) or hasattr(ids, "keys"):
+                ids = ids["input_ids"]
+            return list(ids)
+        text = "\n\n".join(m["content"] for m in messages) + "\nAction:"
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def build(
+        self,
+        instructions: str,
+        task: str,
+        history: list[tuple[str, str]],
+        observation: str,
+        admissible: list[str] | None,
+    ) -> list[int]:
+        adm = admissible if self.show_admissible else None
+        hist = list(history)
+        while True:
+            ids = self.render(build_messages(instructions, task, hist, observation, adm, self.fmt))
+            if len(ids) <= self.max_tokens:
+                return ids
+            if not hist:
+                break
+            hist.pop(0)
+        # Even without history it does not fit: keep the tail of the observation.
+        self._warn(f"prompt longer than {self.max_tokens} tokens even without history; truncating the observation")
+        obs_ids = self.tokenizer(observation, add_special_tokens=False)["input_ids"]
+        overflow = len(ids) - self.max_tokens
+        keep = max(0, len(obs_ids) - overflow - 8)
+        while True:
+            short_obs = "…" + self.tokenizer.decode(obs_ids[len(obs_ids) - keep:]) if keep else "…"
+            ids = self.render(build_messages(instructions, task, [], short_obs, adm, self.fmt))
+            if len(ids) <= self.max_tokens or keep == 0:
+                break
+            keep = max(0, keep - max(1, (len(ids) - self.max_tokens) + 4))
+        if len(ids) > self.max_tokens:
+            # Instructions + task alone exceed the budget: keep the end (generation prompt must survive).
+            ids = ids[-self.max_tokens:]
+        return ids
+
+    def _warn(self, msg: str) -> None:
+        if not self._warned:
+            warnings.warn(msg, stacklevel=3)
+            self._warned = True

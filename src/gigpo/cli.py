@@ -1,0 +1,157 @@
+"""`gigpo` command line: train, eval, envs, play, serve-retriever."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def _train(args: argparse.Namespace) -> int:
+    from gigpo.train.config import ConfigError, load_config, parse_cli_overrides
+
+    try:
+        if args.resume:
+            from gigpo.train.trainer import Trainer, install_sigterm_as_interrupt
+
+            trainer = Trainer.resume(args.resume, parse_cli_overrides(args.overrides) if args.overrides else None)
+        else:
+            cfg = load_config(args.config, args.overrides)
+            from gigpo.train.trainer import Trainer, install_sigterm_as_interrupt
+
+            trainer = Trainer(cfg)
+    except (ConfigError, FileNotFoundError) as e:
+        print(f"gigpo train: error: {e}", file=sys.stderr)
+        return 2
+    install_sigterm_as_interrupt()
+    print(f"run directory: {trainer.run_dir}")
+    try:
+        last = trainer.train()
+    except KeyboardInterrupt:
+        return 130
+    keys = [k for k in ("rollout/success_rate", "eval/success_rate", "eval/score") if k in last]
+    print("done. " + ", ".join(f"{k}={last[k]:.3f}" for k in keys) + f"  ({trainer.run_dir})")
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    import json
+
+    from gigpo.train.config import ConfigError
+    from gigpo.train.evaluate import evaluate_model, format_table
+
+    overrides = list(args.overrides or [])
+    if args.env:
+        overrides.append(f"env.name={args.env}")
+    if not args.checkpoint and not args.model:
+        print("gigpo eval: error: give --checkpoint DIR or --model NAME", file=sys.stderr)
+        return 2
+    try:
+        summary, batch = evaluate_model(
+            args.checkpoint, model=args.model, config=args.config, overrides=overrides, episodes=args.episodes,
+            temperature=args.temperature, seed=args.seed,
+        )
+    except (ConfigError, FileNotFoundError, ValueError) as e:
+        print(f"gigpo eval: error: {e}", file=sys.stderr)
+        return 2
+    print(format_table(summary))
+    if args.output:
+        with open(args.output, "w") as f:
+            json.dump({"summary": summary, "trajectories": [
+                {"seed": t.seed, "won": t.won, "score": t.score, "length": t.length, "failed": t.failed,
+                 "error": t.error, "data_source": t.data_source} for t in batch.trajectories]}, f, indent=2)
+    return 0
+
+
+def _envs(args: argparse.Namespace) -> int:
+    from gigpo.envs import list_envs
+
+    for name, spec in list_envs().items():
+        print(f"{name:16s} {spec.description}")
+    return 0
+
+
+def _play(args: argparse.Namespace) -> int:
+    from gigpo.envs import make
+    from gigpo.envs.play import play
+    from gigpo.train.config import parse_cli_overrides
+
+    try:
+        env = make(args.env, **{k: _yaml(v) for k, v in parse_cli_overrides(args.options or []).items()})
+    except ValueError as e:
+        print(f"gigpo play: error: {e}", file=sys.stderr)
+        return 2
+    play(env, args.seed)
+    return 0
+
+
+def _yaml(v: str):
+    import yaml
+
+    return yaml.safe_load(v)
+
+
+def _serve_retriever(argv: list[str]) -> int:
+    from gigpo.envs.search.server import main as serve_main
+
+    return serve_main(argv) or 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from gigpo.train.config import describe
+
+    p = argparse.ArgumentParser(prog="gigpo", description="Train LLM agents on multi-turn environments with GiGPO.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser(
+        "train", help="train an agent (no arguments: the quickstart preset)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Train with a preset or YAML file plus key=value overrides, e.g.\n"
+                    "  gigpo train env=sokoban algorithm=grpo train.iterations=50\n"
+                    "  gigpo train --config configs/sokoban.yaml model=smollm2-135m\n"
+                    "Shorthands: env=NAME, model=NAME, algorithm=NAME set the section's name.\n"
+                    "Any env.KEY=VALUE not listed below goes to the env's constructor (see `gigpo envs`).",
+        epilog="configuration keys (default):\n" + describe(),
+    )
+    t.add_argument("--config", help="YAML file or preset name in configs/ (default: quickstart)")
+    t.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest checkpoint")
+    t.add_argument("overrides", nargs="*", metavar="key=value")
+    t.set_defaults(func=_train)
+
+    e = sub.add_parser("eval", help="evaluate a checkpoint (or a model) on held-out seeds")
+    e.add_argument("--checkpoint", help="run dir (newest checkpoint), checkpoint dir, or saved model dir")
+    e.add_argument("--model", help="evaluate a model by name instead (tiny, smollm2-135m, HF id/path)")
+    e.add_argument("--config", help="YAML file or preset (default: the run's own config, else quickstart)")
+    e.add_argument("--env", help="env name (default: the run's env)")
+    e.add_argument("--episodes", type=int, default=64)
+    e.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    e.add_argument("--seed", type=int, default=None, help="seed of the held-out set (default: the run's)")
+    e.add_argument("--output", help="write the summary and per-trajectory results as JSON")
+    e.add_argument("overrides", nargs="*", metavar="key=value")
+    e.set_defaults(func=_eval)
+
+    ls = sub.add_parser("envs", help="list the registered environments")
+    ls.set_defaults(func=_envs)
+
+    pl = sub.add_parser("play", help="play an env yourself in the terminal")
+    pl.add_argument("--env", default="gridgoal")
+    pl.add_argument("--seed", type=int, default=0)
+    pl.add_argument("options", nargs="*", metavar="key=value", help="env constructor options")
+    pl.set_defaults(func=_play)
+
+    sub.add_parser("serve-retriever", help="serve a Search-R1-compatible /retrieve API from BM25 (see --help)",
+                   add_help=False)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if argv and argv[0] == "serve-retriever":
+        return _serve_retriever(argv[1:])
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,329 @@
+"""The seeded product catalog and goal set: generation, JSON cache on disk, one shared copy per process."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import tempfile
+import threading
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gigpo.envs.webshop.vocab import (
+    BRAND_CODAS,
+    BRAND_ONSETS,
+    BRAND_VOWELS,
+    CATEGORIES,
+    REVIEW_TITLES,
+    Category,
+)
+
+#: Bump when generation changes, so stale caches are rebuilt instead of read.
+CATALOG_VERSION = 1
+#: WebShop's price grid for ``price_upper``: 10, 20, ..., 990 dollars.
+PRICE_GRID = tuple(10.0 * i for i in range(1, 100))
+#: ``price_upper`` when the product is too expensive for the grid rule (WebShop's value).
+NO_PRICE_LIMIT = 1_000_000.0
+#: Fraction of goals that form the test split (taken first from the seeded shuffle).
+TEST_FRACTION = 0.25
+
+Product = dict[str, Any]
+Goal = dict[str, Any]
+
+
+def _article(phrase: str) -> str:
+    # Plural product types ("chips", "headphones") read better without an article.
+    if phrase.endswith("s") and not phrase.endswith("ss"):
+        return phrase
+    return ("an " if phrase[0] in "aeiou" else "a ") + phrase
+
+
+def _join_and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _brands(rng: random.Random, n: int) -> list[str]:
+    names: list[str] = []
+    seen: set[str] = set()
+    while len(names) < n:
+        syllables = rng.choice((2, 2, 3))
+        name = "".join(rng.choice(BRAND_ONSETS) + rng.choice(BRAND_VOWELS) for _ in range(syllables))
+        name = (name + rng.choice(BRAND_CODAS)).capitalize()
+        if name not in seen and 4 <= len(name) <= 10:
+            seen.add(name)
+            names.append(name)
+    return names
+
+
+def _asins(rng: random.Random, n: int) -> list[str]:
+    alphabet = "0123456789ABCDEFGHJKLMNPQRSTUVWXYZ"
+    out: list[str] = []
+    seen: set[str] = set()
+    while len(out) < n:
+        asin = "B0" + "".join(rng.choice(alphabet) for _ in range(8))
+        if asin not in seen:
+            seen.add(asin)
+            out.append(asin)
+    return out
+
+
+def _money(x: float) -> float:
+    # Retail-looking prices: whole dollars minus one cent.
+    return max(0.99, math.floor(x) + 0.99)
+
+
+def _make_product(rng: random.Random, cat: Category, asin: str, brand: str) -> Product:
+    sub = rng.choice(cat.subs)
+    ptype = rng.choice(sub.types)
+    adjective = rng.choice(cat.adjectives)
+    material = rng.choice(cat.materials)
+    audience = rng.choice(cat.audiences)
+    attrs = rng.sample(cat.attributes, k=rng.randint(3, 5))
+
+    title_attrs = ", ".join(a.title() for a in attrs[: rng.randint(1, 2)])
+    title = f"{brand} {adjective.title()} {material.title()} {ptype.title()} for {audience.title()} - {title_attrs}"
+    # The nouns of the title, known by construction: they replace WebShop's spaCy noun extraction.
+    nouns: list[str] = []
+    for word in [brand.lower(), *material.split(), *ptype.split(), audience]:
+        if word not in nouns:
+            nouns.append(word)
+
+    pools = {**cat.options, **sub.options}
+    n_names = rng.choices((0, 1, 2), weights=(0.15, 0.35, 0.5))[0]
+    options: dict[str, list[str]] = {}
+    used: set[str] = set()
+    for name in sorted(rng.sample(sorted(pools), k=min(n_names, len(pools)))):
+        pool = pools[name]
+        picked = set(rng.sample(pool, k=rng.randint(2, min(6, len(pool)))))
+        values = [v for v in pool if v in picked and v not in used]  # keep the pool's natural order
+        if len(values) >= 2:
+            options[name] = values
+            used.update(values)
+
+    lo, hi = cat.price
+    base = _money(math.exp(rng.uniform(math.log(lo), math.log(hi))))
+    if rng.random() < 0.35:
+        pricing = [base, _money(base * rng.uniform(1.1, 1.8))]
+        price_tag = f"${pricing[0]} to ${pricing[1]}"
+    else:
+        pricing = [base]
+        price_tag = f"${base}"
+    # As WebShop: the price actually charged is drawn once, uniformly inside the displayed range.
+    price = round(rng.uniform(*pricing), 2) if len(pricing) == 2 else pricing[0]
+
+    description = (
+        f"The {brand} {ptype} is made of {material} and designed for {audience}. "
+        f"It is {_join_and(attrs[:3])}. "
+        + rng.choice(
+            (
+                "Every unit is inspected before it ships.",
+                "A thoughtful gift that fits any budget.",
+                "Backed by our friendly customer support team.",
+                "Simple to use right out of the box.",
+            )
+        )
+    )
+    bullets = [f"{a.upper()}: this {ptype} is {a}, tested by our team." for a in attrs]
+    bullets.append(f"PACKAGE: 1 x {brand} {ptype} ({material}).")
+    reviews = []
+    for _ in range(rng.randint(1, 3)):
+        head, score = rng.choice(REVIEW_TITLES)
+        reviews.append({"title": head, "score": score, "body": f"{head.lower()}; the {ptype} is {rng.choice(attrs)}."})
+    rating = f"{sum(r['score'] for r in reviews) / len(reviews):.1f}"
+
+    return {
+        "asin": asin,
+        "category": cat.key,
+        "query": sub.query,
+        "product_category": f"{cat.root} › {sub.path} › {ptype.title()}",
+        "Title": title,
+        "type_word": ptype,
+        "title_nouns": nouns,
+        "Description": description,
+        "BulletPoints": bullets,
+        "Attributes": attrs,
+        "options": options,
+        "pricing": pricing,
+        "Price": price_tag,
+        "price": price,
+        "Reviews": reviews,
+        "Rating": rating,
+        "material": material,
+        "audience": audience,
+    }
+
+
+def price_upper_for(price: float, rng: random.Random) -> float:
+    """WebShop's budget rule: take the first 4 grid prices above ``price``; if at least 2, the budget is the larger of
+    2 drawn without replacement, else there is no limit (``NO_PRICE_LIMIT``, no price clause in the text)."""
+    above = [p for p in PRICE_GRID if p > price][:4]
+    if len(above) < 2:
+        return NO_PRICE_LIMIT
+    return max(rng.sample(above, 2))
+
+
+def _option_phrase(name: str, value: str) -> str:
+    if name == "color":
+        return f"{value} color"
+    if name == "size":
+        return f"size {value}"
+    return f"{name}: {value}"
+
+
+def _make_goal(rng: random.Random, p: Product) -> Goal:
+    attrs = rng.sample(p["Attributes"], k=min(len(p["Attributes"]), rng.choice((1, 2, 2, 3))))
+    goal_options = {n: rng.choice(vs) for n, vs in p["options"].items() if rng.random() < 0.85}
+    price_upper = price_upper_for(p["price"], rng)
+    ptype = p["type_word"] + (f" for {p['audience']}" if rng.random() < 0.5 else "")
+    a = _join_and(attrs)
+    text = rng.choice(
+        (
+            f"i need {_article(ptype)} that is {a}",
+            f"i am looking for {_article(a + ' ' + ptype)}",
+            f"i want to buy {_article(ptype)} which is {a}",
+            f"find me {_article(a + ' ' + ptype)}",
+            f"i'm looking for {a} {ptype}",
+            f"i would like {_article(ptype)} that is {a}",
+        )
+    )
+    if goal_options:
+        text += " with " + ", and ".join(_option_phrase(n, v) for n, v in goal_options.items())
+    if price_upper < NO_PRICE_LIMIT:
+        text += f", and price lower than {price_upper:.2f} dollars"
+    return {
+        "asin": p["asin"],
+        "category": p["category"],
+        "query": p["query"],
+        "name": p["Title"],
+        "title_nouns": p["title_nouns"],
+        "product_category": p["product_category"],
+        "instruction_text": text,
+        "attributes": attrs,
+        "goal_options": goal_options,
+        "price_upper": price_upper,
+    }
+
+
+def generate_catalog(num_products: int, seed: int, goals_per_product: int = 2) -> dict[str, Any]:
+    """Products and goals, a pure function of ``(num_products, seed, goals_per_product)``.
+
+    Products cycle through the categories (balanced); each gets ``goals_per_product`` distinct goals. Goals are
+    shuffled with the seed; the first ``TEST_FRACTION`` form the test split, the rest the train split.
+    """
+    if num_products < 1:
+        raise ValueError("num_products must be >= 1")
+    rng = random.Random(f"webshop-catalog-{seed}")
+    brands = _brands(rng, max(40, num_products // 8))
+    asins = _asins(rng, num_products)
+    products = [
+        _make_product(rng, CATEGORIES[i % len(CATEGORIES)], asins[i], rng.choice(brands)) for i in range(num_products)
+    ]
+    goals: list[Goal] = []
+    for p in products:
+        seen: set[str] = set()
+        for _ in range(goals_per_product * 3):  # a few retries for distinct goals
+            g = _make_goal(rng, p)
+            key = json.dumps([sorted(g["attributes"]), sorted(g["goal_options"].items())])
+            if key not in seen:
+                seen.add(key)
+                goals.append(g)
+            if len(seen) == goals_per_product:
+                break
+    rng.shuffle(goals)
+    n_test = max(1, round(TEST_FRACTION * len(goals)))
+    return {
+        "version": CATALOG_VERSION,
+        "num_products": num_products,
+        "catalog_seed": seed,
+        "goals_per_product": goals_per_product,
+        "products": products,
+        "goals": {"test": goals[:n_test], "train": goals[n_test:]},
+    }
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/gigpo/webshop`` (``~/.cache/gigpo/webshop`` when unset)."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "gigpo" / "webshop"
+
+
+def _valid(data: Any, num_products: int, seed: int, goals_per_product: int) -> bool:
+    return (
+        isinstance(data, dict)
+        and data.get("version") == CATALOG_VERSION
+        and data.get("num_products") == num_products
+        and data.get("catalog_seed") == seed
+        and data.get("goals_per_product") == goals_per_product
+        and isinstance(data.get("products"), list)
+        and len(data["products"]) == num_products
+        and isinstance(data.get("goals"), dict)
+        and all(isinstance(data["goals"].get(s), list) and data["goals"][s] for s in ("train", "test"))
+    )
+
+
+def load_or_build(
+    num_products: int, seed: int, goals_per_product: int = 2, cache_dir: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
+    """Read the catalog from the JSON cache, or generate it and write the cache atomically (temp file + rename).
+
+    A missing, unreadable, corrupt or stale cache file is rebuilt from the seed; an unwritable cache directory only
+    warns. Either way the result equals ``generate_catalog(num_products, seed, goals_per_product)``.
+    """
+    folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    path = folder / f"catalog-v{CATALOG_VERSION}-n{num_products}-s{seed}-g{goals_per_product}.json"
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        if _valid(data, num_products, seed, goals_per_product):
+            return data
+    except (OSError, ValueError, UnicodeDecodeError):
+        pass
+    data = generate_catalog(num_products, seed, goals_per_product)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=folder)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(data, f, ensure_ascii=False)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    except OSError as e:
+        warnings.warn(f"webshop: could not write catalog cache {path}: {e}", stacklevel=2)
+    return data
+
+
+@dataclass
+class Catalog:
+    """A loaded catalog: products by ASIN, goal splits and the search index (shared by every env of the process)."""
+
+    products: list[Product]
+    by_asin: dict[str, Product]
+    goals: dict[str, list[Goal]]
+    index: Any  # gigpo.envs.webshop.search.SearchIndex (imported lazily: bm25s is only needed here)
+
+
+_SHARED: dict[tuple[Any, ...], Catalog] = {}
+_LOCK = threading.Lock()
+
+
+def get_catalog(
+    num_products: int, seed: int, goals_per_product: int = 2, cache_dir: str | os.PathLike[str] | None = None
+) -> Catalog:
+    """The process-wide catalog for these parameters, built (or read from cache) on first use only."""
+    key = (CATALOG_VERSION, num_products, seed, goals_per_product)
+    with _LOCK:
+        cat = _SHARED.get(key)
+        if cat is None:
+            from gigpo.envs.webshop.search import SearchIndex
+
+            data = load_or_build(num_products, seed, goals_per_product, cache_dir)
+            products = data["products"]
+            cat = Catalog(products, {p["asin"]: p for p in products}, data["goals"], SearchIndex(products))
+            _SHARED[key] = cat
+        return cat

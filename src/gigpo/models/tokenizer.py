@@ -1,0 +1,87 @@
+"""The tiny model's offline WordPiece tokenizer (no downloads): env action words are single tokens."""
+
+from __future__ import annotations
+
+import functools
+import string
+
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+
+from gigpo.models.vocab import COMMON_WORDS, ENV_WORDS
+
+PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
+SPECIAL_TOKENS: tuple[str, ...] = (PAD, BOS, EOS, UNK)
+#: Whitespace characters are tokens of their own, so decode(encode(text)) == text for any ASCII text.
+WHITESPACE: tuple[str, ...] = tuple(c for c in string.printable if c.isspace())
+#: The 94 visible ASCII characters; each is a word-start piece and a "##" continuation piece.
+VISIBLE_ASCII: tuple[str, ...] = tuple(c for c in string.printable if not c.isspace())
+
+
+def _pre_tokenizer() -> pre_tokenizers.PreTokenizer:
+    # Each whitespace char and each ASCII punctuation char is its own pre-token, so grid symbols ("#", ".", "$")
+    # and tag pieces ("<", "/", ">") are single tokens and "<action>up</action>" -> < action > up < / action >.
+    return pre_tokenizers.Sequence(
+        [pre_tokenizers.Split(Regex(r"\s"), behavior="isolated"), pre_tokenizers.Punctuation(behavior="isolated")]
+    )
+
+
+def _is_single_word(word: str) -> bool:
+    pieces = _pre_tokenizer().pre_tokenize_str(word)
+    return len(pieces) == 1 and pieces[0][0] == word
+
+
+def tiny_vocab(extra_words: tuple[str, ...] = (), english: bool = True) -> list[str]:
+    """The ordered vocabulary: specials, whitespace, ASCII chars, "##"-continuations, env words, English words.
+
+    Duplicates are dropped (first occurrence wins). ``extra_words`` must each be a single pre-token (letters,
+    digits, no whitespace or punctuation), otherwise they could never be emitted as one token.
+    """
+    bad = [w for w in extra_words if not _is_single_word(w)]
+    if bad:
+        raise ValueError(f"extra_words must be single words without whitespace/punctuation, got {bad!r}")
+    words = ENV_WORDS + (COMMON_WORDS if english else ()) + tuple(extra_words)
+    ordered = SPECIAL_TOKENS + WHITESPACE + VISIBLE_ASCII + tuple("##" + c for c in VISIBLE_ASCII) + words
+    return list(dict.fromkeys(ordered))
+
+
+@functools.lru_cache(maxsize=8)
+def tiny_tokenizer(extra_words: tuple[str, ...] = (), english: bool = True) -> PreTrainedTokenizerFast:
+    """The tiny model's tokenizer (built offline, cached per process: treat the returned object as read-only).
+
+    Vocabulary (default: 624 tokens = 4 specials + 6 whitespace + 94 ASCII chars + 94 "##" continuations
+    + 115 env words + 311 further English words): WordPiece over pre-tokens that split on every whitespace and
+    punctuation character. Consequences:
+
+    * Any printable-ASCII text encodes without ``<unk>``: a word not in the vocabulary spells out as
+      ``c ##c ##c ...``; ``decode(encode(text)) == text`` exactly (whitespace are tokens; the decoder strips
+      "##" and concatenates). Non-ASCII words map to ``<unk>``.
+    * Every env action word ("up", "left", "search", "click", "buy", "answer", ...) and every format tag piece
+      ("<", "think", "action", ">", "/") is ONE token.
+
+    Why this helps exploration: a random-init model's next-token distribution is close to uniform over the V
+    tokens, so a specific action word is emitted with probability ~1/V per position (~0.16 % for V=624, ~0.4 %
+    for ``english=False``, V≈246), and one of the 4 moves ~4/V — feasible within groups of rollouts — whereas a
+    byte/char-level policy would need to spell "left" correctly (~(1/V)^4) and a 49k-token vocabulary dilutes
+    each action ~80x more. The sampler therefore reaches valid actions by chance and RL can reinforce them.
+
+    Special tokens: pad ``<pad>``, bos ``<s>``, eos ``</s>``, unk ``<unk>``; ``padding_side="left"`` (generation);
+    no chat template (the prompt builder falls back to plain text).
+    """
+    vocab = {tok: i for i, tok in enumerate(tiny_vocab(extra_words, english))}
+    core = Tokenizer(models.WordPiece(vocab, unk_token=UNK, max_input_chars_per_word=10_000))
+    core.pre_tokenizer = _pre_tokenizer()
+    # Replace("##", "") turns a continuation "##x" into "x" (and "###" into "#"); Fuse joins without spaces.
+    core.decoder = decoders.Sequence([decoders.Replace("##", ""), decoders.Fuse()])
+    core.add_special_tokens(list(SPECIAL_TOKENS))
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        bos_token=BOS,
+        eos_token=EOS,
+        pad_token=PAD,
+        unk_token=UNK,
+        padding_side="left",
+        clean_up_tokenization_spaces=False,
+        model_max_length=1024,
+    )
+    return tok

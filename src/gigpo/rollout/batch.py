@@ -1,0 +1,89 @@
+"""The flat table of step records the collector returns (DESIGN.md "The data that flows")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Trajectory:
+    """Per-trajectory summary. ``failed``: the env raised; such trajectories carry no rows into training."""
+
+    traj_id: int
+    group_id: int
+    seed: int
+    won: bool = False
+    score: float = 0.0
+    episode_return: float = 0.0
+    length: int = 0
+    invalid_steps: int = 0
+    failed: bool = False
+    error: str = ""
+    task: str = ""
+    data_source: str = ""
+    final_info: dict = field(default_factory=dict)
+    #: readable transcript lines: (observation, response text, action or error, reward)
+    transcript: list[tuple[str, str, str, float]] = field(default_factory=list)
+
+
+@dataclass
+class RolloutBatch:
+    """One row per agent step actually taken. Rows of a trajectory are contiguous here, but nothing downstream
+    relies on that."""
+
+    group_id: list[int] = field(default_factory=list)
+    traj_id: list[int] = field(default_factory=list)
+    step: list[int] = field(default_factory=list)
+    reward: list[float] = field(default_factory=list)
+    done: list[bool] = field(default_factory=list)
+    action_valid: list[bool] = field(default_factory=list)
+    observation: list[str] = field(default_factory=list)  #: the observation the step acted on (text anchor)
+    state_key: list[Any] = field(default_factory=list)  #: the env's true state before the step
+    prompt_ids: list[list[int]] = field(default_factory=list)
+    response_ids: list[list[int]] = field(default_factory=list)
+    sampling_logprobs: list[list[float]] = field(default_factory=list)
+    trajectories: list[Trajectory] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.traj_id)
+
+    def add_row(self, **row: Any) -> None:
+        for k, v in row.items():
+            getattr(self, k).append(v)
+
+    def drop_trajectories(self, traj_ids: set[int]) -> RolloutBatch:
+        """A copy without the rows of ``traj_ids`` (their Trajectory entries are kept, marked as they are)."""
+        keep = [i for i, t in enumerate(self.traj_id) if t not in traj_ids]
+        out = RolloutBatch(trajectories=self.trajectories)
+        for name in ("group_id", "traj_id", "step", "reward", "done", "action_valid", "observation", "state_key",
+                     "prompt_ids", "response_ids", "sampling_logprobs"):
+            col = getattr(self, name)
+            setattr(out, name, [col[i] for i in keep])
+        return out
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {
+            "group_id": np.asarray(self.group_id, dtype=np.int64),
+            "traj_id": np.asarray(self.traj_id, dtype=np.int64),
+            "step": np.asarray(self.step, dtype=np.int64),
+            "reward": np.asarray(self.reward, dtype=np.float64),
+        }
+
+    def summary(self) -> dict[str, float]:
+        """Episode statistics over trajectories that did not fail."""
+        ok = [t for t in self.trajectories if not t.failed]
+        n = max(len(ok), 1)
+        steps = max(len(self.action_valid), 1)
+        return {
+            "success_rate": sum(t.won for t in ok) / n,
+            "score": sum(t.score for t in ok) / n,
+            "episode_return": sum(t.episode_return for t in ok) / n,
+            "episode_length": sum(t.length for t in ok) / n,
+            "valid_action_rate": sum(self.action_valid) / steps,
+            "failed_trajectories": float(len(self.trajectories) - len(ok)),
+            "steps": float(len(self.traj_id)),
+            "response_tokens": float(sum(len(r) for r in self.response_ids)),
+        }

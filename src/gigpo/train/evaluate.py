@@ -1,0 +1,135 @@
+"""Evaluation of a checkpoint or model on held-out seeds, and the collector wiring shared with the trainer."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from gigpo.agent.prompt import PromptBuilder
+from gigpo.envs import make as make_env
+from gigpo.envs.registry import get_spec
+from gigpo.rollout import Collector, HFEngine, RolloutBatch
+from gigpo.train.config import Config, apply_overrides, config_from_dict, load_config, validate
+
+#: Train task seeds live in [0, 2^30); held-out evaluation seeds in [2^30, 2^31) — disjoint by construction.
+EVAL_SEED_BASE = 2**30
+
+
+def train_seeds(seed: int, iteration: int, n: int) -> list[int]:
+    """Task seeds of one iteration, a pure function of (run seed, iteration) so resumes replay them."""
+    return np.random.default_rng([seed, iteration, 1]).integers(0, EVAL_SEED_BASE, size=n).tolist()
+
+
+def eval_seeds(seed: int, n: int) -> list[int]:
+    """``n`` held-out seeds; the first k of ``eval_seeds(s, n)`` are the same for every n ≥ k."""
+    return (EVAL_SEED_BASE + np.random.default_rng([seed, 2]).integers(0, EVAL_SEED_BASE, size=n)).tolist()
+
+
+def env_factory(cfg: Config, split: str | None = None):
+    """A zero-argument env constructor; ``split`` is passed only to envs that have one (e.g. held-out goals)."""
+    options = dict(cfg.env.options)
+    if split is not None and "split" not in options:
+        params = inspect.signature(get_spec(cfg.env.name).load()).parameters
+        if "split" in params:
+            options["split"] = split
+    return lambda: make_env(cfg.env.name, **options)
+
+
+def build_collector(cfg: Config, engine: Any, tokenizer: Any, split: str | None = None) -> Collector:
+    r = cfg.rollout
+    builder = PromptBuilder(tokenizer, cfg.prompt.max_prompt_tokens, cfg.prompt.format, cfg.prompt.show_admissible)
+    return Collector(
+        env_factory(cfg, split), engine, builder, max_steps=r.max_steps, max_response_tokens=r.max_response_tokens,
+        temperature=r.temperature, top_p=r.top_p, invalid_penalty=r.invalid_penalty,
+        history_length=cfg.prompt.history_length, require_think=cfg.prompt.require_think,
+    )
+
+
+def evaluation_summary(batch: RolloutBatch) -> dict:
+    """success/score/return/length/valid-rate, plus per-``data_source`` success and score when envs report one."""
+    out = {k: v for k, v in batch.summary().items() if k not in ("steps", "response_tokens")}
+    sources = sorted({t.data_source for t in batch.trajectories if t.data_source and not t.failed})
+    for src in sources:
+        ts = [t for t in batch.trajectories if t.data_source == src and not t.failed]
+        out[f"{src}/success_rate"] = sum(t.won for t in ts) / len(ts)
+        out[f"{src}/score"] = sum(t.score for t in ts) / len(ts)
+        out[f"{src}/episodes"] = float(len(ts))
+    return out
+
+
+def run_evaluation(collector: Collector, seed: int, episodes: int, temperature: float) -> tuple[dict, RolloutBatch]:
+    batch = collector.collect(eval_seeds(seed, episodes), 1, temperature=temperature)
+    return evaluation_summary(batch), batch
+
+
+def locate_checkpoint(path: str | Path) -> tuple[Path, Config | None]:
+    """``(model_dir, run_config)`` for a run dir (newest checkpoint), a checkpoint dir, or a plain model dir."""
+    from gigpo.train.checkpoint import list_checkpoints
+
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"checkpoint {str(p)!r} does not exist")
+    if (p / "config.yaml").exists() and (p / "checkpoints").exists():
+        ckpts = list_checkpoints(p)
+        if not ckpts:
+            raise FileNotFoundError(f"run directory {p} has no complete checkpoint")
+        p = ckpts[-1]
+    if (p / "model").exists():
+        run_cfg = p.parent.parent / "config.yaml"
+        cfg = config_from_dict(yaml.safe_load(run_cfg.read_text())) if run_cfg.exists() else None
+        return p / "model", cfg
+    return p, None
+
+
+def evaluate_model(
+    checkpoint: str | None,
+    *,
+    model: str | None = None,
+    config: str | None = None,
+    overrides: list[str] | None = None,
+    episodes: int = 64,
+    temperature: float = 0.0,
+    seed: int | None = None,
+) -> tuple[dict, RolloutBatch]:
+    """Evaluate a checkpoint (its run's config unless ``config``/``overrides`` change it) or a named model."""
+    from gigpo.models import load_model
+
+    cfg: Config | None = None
+    if checkpoint:
+        model_dir, cfg = locate_checkpoint(checkpoint)
+        model_name = str(model_dir)
+    else:
+        model_name = model or "tiny"
+    if cfg is None or config:
+        cfg = load_config(config, None)
+    if overrides:
+        from gigpo.train.config import parse_cli_overrides
+
+        apply_overrides(cfg, parse_cli_overrides(overrides))
+        validate(cfg)
+    bundle = load_model(model_name, device=cfg.model.device, dtype=cfg.model.dtype, seed=cfg.train.seed,
+                        tiny=cfg.model.tiny or None)
+    engine = HFEngine(bundle.model, bundle.tokenizer, bundle.device)
+    collector = build_collector(cfg, engine, bundle.tokenizer, split="test")
+    try:
+        return run_evaluation(collector, cfg.train.seed if seed is None else seed, episodes, temperature)
+    finally:
+        collector.close()
+
+
+def format_table(summary: dict) -> str:
+    """A markdown table: overall metrics, then one row per data source when present."""
+    overall = {k: v for k, v in summary.items() if "/" not in k}
+    lines = ["| metric | value |", "|---|---|"]
+    lines += [f"| {k} | {v:.4f} |" for k, v in overall.items()]
+    sources = sorted({k.split("/")[0] for k in summary if "/" in k})
+    if sources:
+        lines += ["", "| data source | episodes | success (EM) | score |", "|---|---|---|---|"]
+        for s in sources:
+            lines.append(f"| {s} | {int(summary.get(f'{s}/episodes', 0))} | {summary[f'{s}/success_rate']:.4f} | "
+                         f"{summary[f'{s}/score']:.4f} |")
+    return "\n".join(lines)

@@ -1,0 +1,60 @@
+"""Token log-probs (and entropies) of responses given prompts, computing logits at response positions only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from gigpo.algo.losses import entropy_from_logits
+
+
+def pack_right_aligned(
+    prompt_ids: list[list[int]], response_ids: list[list[int]], pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """Left-pad ``prompt + response`` so every sequence ends at the last column.
+
+    Returns ``(input_ids, attention_mask, response_mask, L)`` where ``L`` is the longest response and
+    ``response_mask`` is ``(B, L)``: row r's response occupies its last ``len(response_ids[r])`` columns.
+    """
+    seqs = [p + r for p, r in zip(prompt_ids, response_ids)]
+    width = max(len(s) for s in seqs)
+    L = max(max(len(r) for r in response_ids), 1)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(seqs), width), dtype=torch.long)
+    resp = torch.zeros((len(seqs), L), dtype=torch.float32)
+    for i, (s, r) in enumerate(zip(seqs, response_ids)):
+        ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
+        attn[i, width - len(s):] = 1
+        if r:
+            resp[i, L - len(r):] = 1.0
+    return ids, attn, resp, L
+
+
+def response_logprobs(
+    model: Any,
+    prompt_ids: list[list[int]],
+    response_ids: list[list[int]],
+    *,
+    pad_id: int,
+    device: torch.device,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """``(logp, response_mask, entropy)``, each ``(B, L)``: log π(y_t | x, y_<t) at temperature ``temperature``.
+
+    Only the last ``L + 1`` positions get logits (``logits_to_keep``), so the cost is B × L × V, never
+    B × prompt × V. Position ids follow the attention mask, as in generation with left padding, so these
+    log-probs match the sampler's.
+    """
+    ids, attn, resp_mask, L = pack_right_aligned(prompt_ids, response_ids, pad_id)
+    ids, attn, resp_mask = ids.to(device), attn.to(device), resp_mask.to(device)
+    pos = (attn.cumsum(-1) - 1).clamp(min=0)
+    out = model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=L + 1, use_cache=False)
+    logits = out.logits[:, -(L + 1):-1, :].float()  # position j predicts token j+1
+    if temperature and temperature != 1.0:
+        logits = logits / temperature
+    targets = ids[:, -L:]
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    ent = entropy_from_logits(logits) if with_entropy else None
+    return logp * resp_mask, resp_mask, ent

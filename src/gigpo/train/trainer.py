@@ -1,0 +1,349 @@
+"""The training loop: rollout → advantages → PPO epochs, with evaluation, checkpoints, metrics and resume."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import signal
+import time
+import warnings
+from contextlib import nullcontext
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from gigpo.algo import compute_advantages, kl_penalty, policy_loss
+from gigpo.algo.losses import aggregate
+from gigpo.rollout import HFEngine, RolloutBatch
+from gigpo.train.checkpoint import list_checkpoints, load_trainer_state, restore_rng, save_checkpoint
+from gigpo.train.config import Config, config_from_dict
+from gigpo.train.evaluate import build_collector, run_evaluation, train_seeds
+from gigpo.train.grouping import anchors_for
+from gigpo.train.logprobs import response_logprobs
+from gigpo.train.metrics import MetricsLog, plot_curves
+from gigpo.train.samples import write_samples
+
+log = logging.getLogger(__name__)
+
+def estimator_args(cfg: Config) -> dict:
+    """Map ``algorithm.name`` onto :func:`gigpo.algo.compute_advantages` arguments."""
+    a = cfg.algorithm
+    name, episode = a.name, a.episode_estimator
+    if name.endswith("+step"):
+        name, episode = "gigpo", name.split("+")[0]
+    return dict(
+        estimator=name, episode_estimator=episode, gamma=a.gamma, step_weight=a.step_weight,
+        normalize=a.normalize, compat=a.compat,
+    )
+
+
+def default_run_dir(cfg: Config) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{cfg.env.name}-{cfg.algorithm.name.replace('+', '-')}-{stamp}"
+
+
+class Trainer:
+    """Composes env, model, collector and the algorithm. ``Trainer(cfg).train()`` or ``Trainer.resume(run_dir)``."""
+
+    def __init__(self, cfg: Config, run_dir: str | Path | None = None, *, _resume_from: Path | None = None):
+        from gigpo.models import load_model, resolve_model_source
+
+        self.cfg = cfg
+        self.run_dir = Path(run_dir or cfg.train.run_dir or default_run_dir(cfg))
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.start_iteration = 0
+        resolve_model_source(cfg.model.name)  # a missing model fails here, before anything heavy
+        lora = None
+        if cfg.lora.enabled:
+            lora = {k: getattr(cfg.lora, k) for k in ("r", "alpha", "dropout", "target_modules")}
+        model_path = str(_resume_from / "model") if _resume_from else cfg.model.name
+        self.bundle = load_model(
+            model_path, device=cfg.model.device, dtype=cfg.model.dtype, lora=lora if not _resume_from else None,
+            seed=cfg.train.seed, tiny=cfg.model.tiny or None,
+        )
+        self.model = self.bundle.model
+        self.tok = self.bundle.tokenizer
+        self.device = torch.device(self.bundle.device)
+        if cfg.model.gradient_checkpointing:
+            self.model.gradient_checkpointing_enable()
+        self.pad_id = self.tok.pad_token_id
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        if not params:
+            raise ValueError("the model has no trainable parameters")
+        o = cfg.optim
+        self.optimizer = torch.optim.AdamW(params, lr=o.lr, betas=tuple(o.betas), weight_decay=o.weight_decay)
+        self.ref_model = None
+        if o.kl_coef > 0 and not cfg.lora.enabled:
+            self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
+        self.engine = HFEngine(self.model, self.tok, self.device)
+        self.collector = build_collector(cfg, self.engine, self.tok)
+        self.eval_collector = build_collector(cfg, self.engine, self.tok, split="test")
+        self.metrics = MetricsLog(self.run_dir, cfg.train.tensorboard)
+        if _resume_from is not None:
+            state = load_trainer_state(_resume_from)
+            self.optimizer.load_state_dict(torch.load(_resume_from / "optimizer.pt", weights_only=False))
+            restore_rng(_resume_from)
+            self.start_iteration = int(state["iteration"])
+            if self.ref_model is not None and (_resume_from / "reference").exists():
+                ref = load_model(str(_resume_from / "reference"), device=cfg.model.device, dtype=cfg.model.dtype)
+                self.ref_model = ref.model.eval().requires_grad_(False)
+            self.metrics.truncate_after(self.start_iteration)
+        (self.run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+
+    @classmethod
+    def resume(cls, run_dir: str | Path, overrides: dict | None = None) -> Trainer:
+        """Continue a run from its newest complete checkpoint (same config, optionally with ``train.*`` changes)."""
+        run_dir = Path(run_dir)
+        cfg_file = run_dir / "config.yaml"
+        if not cfg_file.exists():
+            raise FileNotFoundError(f"{run_dir} is not a gigpo run directory (no config.yaml)")
+        cfg = config_from_dict(yaml.safe_load(cfg_file.read_text()))
+        if overrides:
+            from gigpo.train.config import apply_overrides, validate
+
+            apply_overrides(cfg, overrides)
+            validate(cfg)
+        ckpts = list_checkpoints(run_dir)
+        if not ckpts:
+            warnings.warn(f"no checkpoint in {run_dir}; starting from iteration 0", stacklevel=2)
+            return cls(cfg, run_dir)
+        return cls(cfg, run_dir, _resume_from=ckpts[-1])
+
+    # ------------------------------------------------------------------ loop
+    def train(self) -> dict:
+        t = self.cfg.train
+        last: dict = {}
+        bar = None
+        if t.progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=t.iterations, initial=self.start_iteration, desc="gigpo", unit="it", dynamic_ncols=True)
+        if self.start_iteration == 0 and t.eval_episodes and t.eval_every:
+            last_eval = self.evaluate(t.eval_episodes)
+            self.metrics.write({"iteration": 0, **{f"eval/{k}": v for k, v in last_eval.items()}})
+        it = self.start_iteration
+        try:
+            for it in range(self.start_iteration + 1, t.iterations + 1):
+                last = self.iteration(it)
+                if t.eval_episodes and ((t.eval_every and it % t.eval_every == 0) or it == t.iterations):
+                    ev = self.evaluate(t.eval_episodes)
+                    last.update({f"eval/{k}": v for k, v in ev.items()})
+                self.metrics.write(last)
+                if (t.checkpoint_every and it % t.checkpoint_every == 0) or it == t.iterations:
+                    self.save(it)
+                if bar is not None:
+                    bar.update(1)
+                    post = {"success": f"{last['rollout/success_rate']:.2f}", "ret": f"{last['rollout/episode_return']:.2f}"}
+                    if "eval/success_rate" in last:
+                        post["eval"] = f"{last['eval/success_rate']:.2f}"
+                    bar.set_postfix(post)
+        except KeyboardInterrupt:
+            done = list_checkpoints(self.run_dir)
+            msg = f"interrupted at iteration {it}; last checkpoint: {done[-1] if done else 'none'} (intact)"
+            log.warning(msg)
+            print(msg)
+            raise
+        finally:
+            if bar is not None:
+                bar.close()
+            self.collector.close()
+            self.eval_collector.close()
+        if (self.run_dir / "metrics.jsonl").exists():
+            plot_curves(self.run_dir / "metrics.jsonl", self.run_dir / "curves.png")
+        return last
+
+    def iteration(self, it: int) -> dict:
+        cfg, r = self.cfg, self.cfg.rollout
+        # Every random draw of an iteration derives from (seed, iteration): an interrupted and resumed run
+        # replays exactly what an uninterrupted one does.
+        torch.manual_seed(int(np.random.default_rng([cfg.train.seed, it, 3]).integers(2**62)))
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        batch = self.collector.collect(train_seeds(cfg.train.seed, it, r.groups), r.group_size)
+        timings["time/rollout"] = time.perf_counter() - t0
+        rec: dict[str, Any] = {"iteration": it}
+        rec.update({f"rollout/{k}": v for k, v in batch.summary().items()})
+        rec["time/tokens_per_s_rollout"] = rec["rollout/response_tokens"] / max(timings["time/rollout"], 1e-9)
+
+        t0 = time.perf_counter()
+        adv, adv_stats = self.advantages(batch)
+        timings["time/advantages"] = time.perf_counter() - t0
+        rec.update(adv_stats)
+
+        t0 = time.perf_counter()
+        rec.update(self.update(batch, adv, it))
+        timings["time/update"] = time.perf_counter() - t0
+        rec["time/tokens_per_s_update"] = (
+            rec["rollout/response_tokens"] * cfg.optim.ppo_epochs / max(timings["time/update"], 1e-9)
+        )
+        rec.update(timings)
+        if cfg.train.sample_trajectories:
+            write_samples(self.run_dir / "samples" / f"iter_{it:06d}.txt", batch, adv, cfg.train.sample_trajectories)
+        return rec
+
+    def advantages(self, batch: RolloutBatch) -> tuple[np.ndarray, dict]:
+        if len(batch) == 0:
+            return np.zeros(0), {}
+        arr = batch.arrays()
+        g = self.cfg.grouping
+        anchors, similarity, metric = anchors_for(batch, g.metric, g.threshold)
+        out = compute_advantages(
+            arr["group_id"], arr["traj_id"], arr["step"], arr["reward"], anchors,
+            similarity=similarity, similarity_metric=metric, **estimator_args(self.cfg),
+        )
+        stats = {
+            "adv/mean": float(out.advantages.mean()), "adv/std": float(out.advantages.std()),
+            "adv/abs_step_mean": float(np.abs(out.step_advantages).mean()),
+            "adv/abs_episode_mean": float(np.abs(out.episode_advantages).mean()),
+        }
+        for k, v in out.stats.items():
+            if isinstance(v, (int, float)):
+                stats[f"grouping/{k}"] = float(v)
+        return out.advantages, stats
+
+    # ------------------------------------------------------------------ update
+    def _logprobs(self, model, rows: list[int], batch: RolloutBatch, with_entropy: bool = False):
+        temp = self.cfg.rollout.temperature or 1.0
+        return response_logprobs(
+            model, [batch.prompt_ids[i] for i in rows], [batch.response_ids[i] for i in rows],
+            pad_id=self.pad_id, device=self.device, temperature=temp, with_entropy=with_entropy,
+        )
+
+    @torch.no_grad()
+    def _old_logprobs(self, batch: RolloutBatch, rows_all: list[int], ref: bool = False) -> dict[int, torch.Tensor]:
+        """Per-row log-probs before the update (policy or reference), computed in micro-batches."""
+        out: dict[int, torch.Tensor] = {}
+        mbs = self.cfg.optim.micro_batch_size
+        model = self.ref_model if ref and self.ref_model is not None else self.model
+        ctx = self.model.disable_adapter() if ref and self.ref_model is None else nullcontext()
+        was = self.model.training
+        self.model.eval()
+        with ctx:
+            for i in range(0, len(rows_all), mbs):
+                rows = rows_all[i:i + mbs]
+                lp, mask, _ = self._logprobs(model, rows, batch)
+                for j, r in enumerate(rows):
+                    n = len(batch.response_ids[r])
+                    out[r] = lp[j, lp.shape[1] - n:].detach().cpu() if n else lp[j, :0].cpu()
+        self.model.train(was)
+        return out
+
+    def update(self, batch: RolloutBatch, adv: np.ndarray, it: int) -> dict:
+        o = self.cfg.optim
+        rows_all = [i for i in range(len(batch)) if batch.response_ids[i]]
+        if not rows_all:
+            warnings.warn("no trainable rows this iteration (all trajectories failed?); update skipped", stacklevel=2)
+            return {"update/skipped": 1.0}
+        if o.recompute_old_logprobs:
+            old = self._old_logprobs(batch, rows_all)
+        else:
+            old = {r: torch.tensor(batch.sampling_logprobs[r]) for r in rows_all}
+        sampler_gap = float(np.mean([
+            (old[r] - torch.tensor(batch.sampling_logprobs[r])).abs().mean().item() for r in rows_all
+        ]))
+        ref = self._old_logprobs(batch, rows_all, ref=True) if o.kl_coef > 0 else None
+        adv_t = torch.as_tensor(adv, dtype=torch.float32)
+        gen = np.random.default_rng([self.cfg.train.seed, it, 4])
+        self.model.train()
+        acc: dict[str, list[float]] = {}
+        skipped = 0
+        for _epoch in range(o.ppo_epochs):
+            perm = [rows_all[i] for i in gen.permutation(len(rows_all))]
+            for mb in np.array_split(np.asarray(perm), o.mini_batches):
+                mb = mb.tolist()
+                if not mb:
+                    continue
+                stats = self._minibatch_step(batch, mb, old, ref, adv_t)
+                if stats is None:
+                    skipped += 1
+                    continue
+                for k, v in stats.items():
+                    acc.setdefault(k, []).append(v)
+        self.model.eval()
+        rec = {k: float(np.mean(v)) for k, v in acc.items()}
+        rec["update/skipped_steps"] = float(skipped)
+        rec["update/sampler_logprob_gap"] = sampler_gap
+        return rec
+
+    def _minibatch_step(self, batch, mb, old, ref, adv_t) -> dict | None:
+        o = self.cfg.optim
+        tokens_total = sum(len(batch.response_ids[r]) for r in mb)
+        self.optimizer.zero_grad(set_to_none=True)
+        sums: dict[str, float] = {}
+        for i in range(0, len(mb), o.micro_batch_size):
+            rows = mb[i:i + o.micro_batch_size]
+            logp, mask, ent = self._logprobs(self.model, rows, batch, with_entropy=True)
+            L = logp.shape[1]
+            old_lp = _right_align([old[r] for r in rows], L).to(logp.device)
+            a = adv_t[rows].to(logp.device)
+            pg, st = policy_loss(
+                logp, old_lp, a, mask, clip_low=o.clip_low, clip_high=o.clip_high, agg=o.loss_agg,
+                agg_constant=self.cfg.rollout.max_response_tokens,
+            )
+            loss = pg
+            ent_mean = aggregate(ent, mask, o.loss_agg, self.cfg.rollout.max_response_tokens)
+            if o.entropy_coef:
+                loss = loss - o.entropy_coef * ent_mean
+            kl_val = torch.zeros(())
+            if ref is not None:
+                ref_lp = _right_align([ref[r] for r in rows], L).to(logp.device)
+                kl_val = aggregate(kl_penalty(logp, ref_lp, o.kl_kind), mask,
+                                   o.loss_agg, self.cfg.rollout.max_response_tokens)
+                loss = loss + o.kl_coef * kl_val
+            # Exact gradient accumulation: weight each micro-batch by its share of the mini-batch's denominator.
+            weight = (mask.sum().item() / max(tokens_total, 1)) if o.loss_agg == "token-mean" else len(rows) / len(mb)
+            if not torch.isfinite(loss):
+                warnings.warn("non-finite loss; update skipped", stacklevel=2)
+                self.optimizer.zero_grad(set_to_none=True)
+                return None
+            (loss * weight).backward()
+            for k, v in (("loss/policy", pg.item()), ("loss/entropy", ent_mean.item()), ("loss/kl", kl_val.item()),
+                         ("loss/clip_frac", st["clip_frac"]), ("loss/approx_kl", st["approx_kl"]),
+                         ("loss/total", loss.item())):
+                sums[k] = sums.get(k, 0.0) + float(v) * weight
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.optim.grad_clip or float("inf"))
+        if not math.isfinite(float(grad_norm)):
+            warnings.warn("non-finite gradient norm; update skipped", stacklevel=2)
+            self.optimizer.zero_grad(set_to_none=True)
+            return None
+        self.optimizer.step()
+        sums["update/grad_norm"] = float(grad_norm)
+        return sums
+
+    # ------------------------------------------------------------------ eval / save
+    def evaluate(self, episodes: int) -> dict:
+        """Held-out seeds (and the env's test split when it has one), one trajectory each."""
+        summary, _ = run_evaluation(self.eval_collector, self.cfg.train.seed, episodes, self.cfg.train.eval_temperature)
+        return summary
+
+    def save(self, it: int) -> Path:
+        from gigpo.models import save_pretrained
+
+        extra = {"seed": self.cfg.train.seed, "saved_at": datetime.now().isoformat(timespec="seconds")}
+        path = save_checkpoint(
+            self.run_dir, it, lambda p: save_pretrained(self.bundle, p), self.optimizer, extra,
+            self.cfg.train.keep_checkpoints,
+        )
+        return path
+
+
+def _right_align(seqs: list[torch.Tensor], L: int) -> torch.Tensor:
+    out = torch.zeros((len(seqs), L), dtype=torch.float32)
+    for i, s in enumerate(seqs):
+        if len(s):
+            out[i, L - len(s):] = s
+    return out
+
+
+def install_sigterm_as_interrupt() -> None:
+    """Treat SIGTERM like Ctrl-C so a killed run also stops between atomic checkpoint writes."""
+    def _raise(*_):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _raise)
