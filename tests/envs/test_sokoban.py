@@ -114,8 +114,14 @@ def test_solution_through_the_env_earns_the_documented_rewards():
 
 
 def test_custom_rewards_and_box_off_target_penalty():
-    env = SokobanEnv(num_boxes=2, max_steps=60, step_penalty=-0.5, box_on_target_reward=2.0,
-                     box_off_target_penalty=-3.0, solved_reward=7.0)
+    env = SokobanEnv(
+        num_boxes=2,
+        max_steps=60,
+        step_penalty=-0.5,
+        box_on_target_reward=2.0,
+        box_off_target_penalty=-3.0,
+        solved_reward=7.0,
+    )
     checked = {"on": False, "off": False}
     for seed in range(80):
         for kind, want in (

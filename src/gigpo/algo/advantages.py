@@ -15,6 +15,7 @@ from gigpo.algo.grouping import (
     as_numpy,
     factorize_ids,
     factorize_keys,
+    id_at,
     relabel_first_seen,
     step_group_stats,
 )
@@ -189,7 +190,7 @@ def compute_advantages(
     split = (idx.next_in_traj[:-1] < n) & (gc_sorted[1:] != gc_sorted[:-1])
     if split.any():
         row = int(order[int(np.flatnonzero(split)[0])])
-        raise ValueError(f"trajectory {as_numpy(traj_ids)[row]!r} appears in more than one group")
+        raise ValueError(f"trajectory {id_at(traj_ids, row)!r} appears in more than one group")
 
     max_len = int(idx.traj_len.max())
     returns = np.empty(n, dtype=np.float64)

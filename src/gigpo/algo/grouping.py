@@ -19,6 +19,12 @@ def as_numpy(values: Any) -> np.ndarray:
     return np.asarray(values)
 
 
+def id_at(values: Any, row: int) -> Any:
+    """The id at ``row`` as a plain Python value (for error messages)."""
+    v = as_numpy(values)[row]
+    return v.item() if isinstance(v, np.generic) else v
+
+
 def _as_object_list(values: Any, name: str) -> list:
     """Flat Python list of ``values`` (strings stay strings; no fixed-width numpy string copy of long texts)."""
     if hasattr(values, "detach") and hasattr(values, "cpu"):

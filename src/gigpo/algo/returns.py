@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from gigpo.algo.grouping import as_numpy, factorize_ids
+from gigpo.algo.grouping import as_numpy, factorize_ids, id_at
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def build_traj_index(tcodes: np.ndarray, n_traj: int, steps: np.ndarray, traj_id
         dup = (tcodes[order][1:] == tcodes[order][:-1]) & (steps[order][1:] == steps[order][:-1])
     if dup.any():
         row = int(order[int(np.flatnonzero(dup)[0])])
-        tid = as_numpy(traj_ids)[row] if traj_ids is not None else tcodes[row]
+        tid = id_at(traj_ids, row) if traj_ids is not None else int(tcodes[row])
         raise ValueError(f"duplicate (trajectory, step) pair: trajectory {tid!r}, step {int(steps[row])}")
     tc_s = tcodes[order]
     same_next = np.empty(n, dtype=bool)

@@ -57,7 +57,9 @@ def play(
         valid = "" if info.get("action_valid", True) else "  (invalid action: state unchanged)"
         print_fn(f"reward {reward:+g}  return {total:+g}{valid}")
     if done:
-        print_fn(f"\n{observation}\n{'You won!' if won else 'Episode over.'} Return {total:+g} in {steps} steps.")
+        print_fn(
+            f"\n{observation}\n{'You won!' if won else 'Episode over.'} Return {total:+g} in {steps} steps."
+        )
     else:
         print_fn(f"Stopped after {steps} steps. Return {total:+g}.")
     return PlayResult(steps=steps, total_reward=total, won=won, done=done)

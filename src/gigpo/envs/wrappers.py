@@ -138,6 +138,13 @@ class AdNoiseWrapper(Env):
     def instructions(self) -> str:  # type: ignore[override]
         return self.env.instructions
 
+    def __getattr__(self, name: str) -> Any:
+        # Other attributes (size, solution_length, desc, ...) read through to the wrapped env. "env" itself must not
+        # recurse while unpickling, before __init__ has set it.
+        if name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
     def _noisy(self, observation: str) -> str:
         if self._reset_seed is None:
             raise EnvError("AdNoiseWrapper: step() before reset()")

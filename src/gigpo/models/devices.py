@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import torch
 
-DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -19,7 +23,9 @@ def resolve_device(device: str = "auto") -> torch.device:
     except (RuntimeError, TypeError) as err:
         raise ValueError(f"unknown device {device!r}; use 'auto', 'cpu', 'cuda' or 'cuda:N'") from err
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} requested but CUDA is not available here; use device='auto' or 'cpu'")
+        raise ValueError(
+            f"device {device!r} requested but CUDA is not available here; use device='auto' or 'cpu'"
+        )
     return dev
 
 

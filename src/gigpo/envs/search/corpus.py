@@ -145,14 +145,14 @@ def _generate_entities(rng: random.Random, n_people: int, n_cities: int, n_count
          "language": names.word(2) + rng.choice(["ese", "ic", "ish", "an"])}
         for _ in range(n_countries)
     ]
-    rivers = [{"name": names.word(rng.choice([2, 3])) + " River", "country": rng.choice(countries)["name"],
+    rivers = [{"name": names.word(rng.choice([2, 3])) + " River", "river_country": rng.choice(countries)["name"],
                "length": rng.randrange(40, 2400)} for _ in range(n_rivers)]
     cities = []
     for i in range(n_cities):
         country = countries[i] if i < n_countries else rng.choice(countries)  # every country has a city
         suffix = rng.choice(["", "", "holt", "mere", "vik", "burg", "ford", "wick"])
         cities.append({"name": names.word(2) + suffix, "country": country["name"],
-                       "founded": rng.randrange(820, 1860), "river": rng.choice(rivers)["name"],
+                       "city_founded": rng.randrange(1020, 1860), "river": rng.choice(rivers)["name"],
                        "trait": rng.choice(_CITY_TRAITS)})
         if i < n_countries:
             country["capital"] = cities[-1]["name"]
@@ -191,7 +191,7 @@ def _passages(ent: dict[str, list[dict[str, Any]]]) -> list[tuple[str, str]]:
                     f"{p['occupation']} for the {p['employer']}.{mentor} "
                     f"{pr} is remembered for work in {p['subject']} and for letters to colleagues."))
     for c in ent["city"]:
-        out.append((c["name"], f"{c['name']} is a city in {c['country']}. The city was founded in {c['founded']}. "
+        out.append((c["name"], f"{c['name']} is a city in {c['country']}. The city was founded in {c['city_founded']}. "
                     f"The {c['river']} flows through {c['name']}. Visitors know it for its {c['trait']}."))
     for k in ent["country"]:
         out.append((k["name"], f"{k['name']} is a country whose capital is {k['capital']}. "
@@ -201,7 +201,7 @@ def _passages(ent: dict[str, list[dict[str, Any]]]) -> list[tuple[str, str]]:
                     f"It was founded in {o['org_founded']} by {o['founder']}. The {o['name']} is headquartered in "
                     f"{o['headquarters']}. It had {o['members']} members at its height."))
     for r in ent["river"]:
-        out.append((r["name"], f"The {r['name']} rises in {r['country']} and runs for {r['length']} kilometres "
+        out.append((r["name"], f"The {r['name']} rises in {r['river_country']} and runs for {r['length']} kilometres "
                     "before reaching the sea."))
     return out
 
@@ -326,7 +326,17 @@ def _is_valid(ds: FictionalDataset, seed: int) -> bool:
         return False
 
 
-_BUILT: dict[Path, FictionalDataset] = {}
+_BUILT: dict[Path, tuple[tuple[int, int], ...]] = {}
+
+
+def _signature(ds: FictionalDataset) -> tuple[tuple[int, int], ...]:
+    """(size, mtime_ns) of every file: a cheap check that nothing changed since the last full verification."""
+    names = [ds.corpus_file, ds.root / "manifest.json"]
+    names += [ds.questions_file(s, sp) for s in DATA_SOURCES for sp in SPLITS]
+    try:
+        return tuple((st.st_size, st.st_mtime_ns) for st in (p.stat() for p in names))
+    except OSError:
+        return ()
 
 
 def build_fictional(cache_dir: str | os.PathLike | None = None, seed: int = 0, *, rebuild: bool = False) -> FictionalDataset:
@@ -335,13 +345,13 @@ def build_fictional(cache_dir: str | os.PathLike | None = None, seed: int = 0, *
     Files live in ``<cache_dir>/fict-v<version>-seed<seed>/``: ``corpus.jsonl``, ``<source>.<split>.jsonl`` and a
     ``manifest.json`` with each file's SHA-256, written last. A directory whose manifest is missing, stale or does
     not match the files (a crash mid-write, a truncated file) is regenerated. Every file is written atomically,
-    so concurrent builders (several trainer processes) are safe: they write identical bytes. Verified datasets
-    are remembered per process, so creating many envs hashes the files once.
+    so concurrent builders (several trainer processes) are safe: they write identical bytes. After one full
+    check a process only re-stats the files (size, mtime), so creating many envs hashes them once.
     """
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     ds = FictionalDataset((root / f"fict-v{CORPUS_VERSION}-seed{seed}").resolve())
-    if not rebuild and ds.root in _BUILT:
-        return _BUILT[ds.root]
+    if not rebuild and ds.root in _BUILT and _BUILT[ds.root] == _signature(ds):
+        return ds
     if rebuild or not _is_valid(ds, seed):
         ds.root.mkdir(parents=True, exist_ok=True)
         passages, questions = generate(seed)
@@ -352,7 +362,7 @@ def build_fictional(cache_dir: str | os.PathLike | None = None, seed: int = 0, *
         files.update({ds.questions_file(s, sp).name: _sha256(ds.questions_file(s, sp)) for s, sp in questions})
         manifest = {"version": CORPUS_VERSION, "seed": seed, "files": files}
         _atomic_write(ds.root / "manifest.json", lambda f: json.dump(manifest, f, indent=1))
-    _BUILT[ds.root] = ds
+    _BUILT[ds.root] = _signature(ds)
     return ds
 
 

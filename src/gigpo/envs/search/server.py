@@ -82,9 +82,19 @@ def make_server(retriever: Retriever, host: str = "127.0.0.1", port: int = 8000,
                 result = strip
             self._reply(200, {"result": result})
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    server = _Server((host, port), Handler)
     server.daemon_threads = True
     return server
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that timed out and hung up is routine for a retrieval server: one log line, no traceback.
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (BrokenPipeError, ConnectionResetError)):
+            log.info("client %s went away before the reply: %s", client_address, exc)
+        else:
+            super().handle_error(request, client_address)
 
 
 def _parse_request(raw: bytes, default_topk: int) -> tuple[list[str], int, bool]:
@@ -120,6 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
     retriever = BM25Retriever(args.corpus)
     server = make_server(retriever, args.host, args.port, args.topk, n_docs=len(retriever.docs))
     host, port = server.server_address[:2]

@@ -76,13 +76,29 @@ def _money(x: float) -> float:
     return max(0.99, math.floor(x) + 0.99)
 
 
-def _make_product(rng: random.Random, cat: Category, asin: str, brand: str) -> Product:
+def _make_family(rng: random.Random, cat: Category, brand: str) -> dict[str, Any]:
+    """What sibling products share (like an Amazon listing's variants): type, brand, looks, an attribute pool, a
+    price level. Siblings are the hard distractors: same words, but a missing attribute, option or budget."""
     sub = rng.choice(cat.subs)
-    ptype = rng.choice(sub.types)
-    adjective = rng.choice(cat.adjectives)
-    material = rng.choice(cat.materials)
-    audience = rng.choice(cat.audiences)
-    attrs = rng.sample(cat.attributes, k=rng.randint(3, 5))
+    lo, hi = cat.price
+    return {
+        "cat": cat,
+        "sub": sub,
+        "ptype": rng.choice(sub.types),
+        "brand": brand,
+        "adjective": rng.choice(cat.adjectives),
+        "material": rng.choice(cat.materials),
+        "audience": rng.choice(cat.audiences),
+        "attr_pool": rng.sample(cat.attributes, k=6),
+        "base": math.exp(rng.uniform(math.log(lo), math.log(hi))),
+    }
+
+
+def _make_product(rng: random.Random, fam: dict[str, Any], asin: str) -> Product:
+    cat: Category = fam["cat"]
+    sub, ptype, brand = fam["sub"], fam["ptype"], fam["brand"]
+    adjective, material, audience = fam["adjective"], fam["material"], fam["audience"]
+    attrs = rng.sample(fam["attr_pool"], k=rng.randint(3, 5))
 
     title_attrs = ", ".join(a.title() for a in attrs[: rng.randint(1, 2)])
     title = f"{brand} {adjective.title()} {material.title()} {ptype.title()} for {audience.title()} - {title_attrs}"
@@ -92,7 +108,8 @@ def _make_product(rng: random.Random, cat: Category, asin: str, brand: str) -> P
         if word not in nouns:
             nouns.append(word)
 
-    pools = {**cat.options, **sub.options}
+    # A sub-category may replace a pool, or drop it with an empty tuple.
+    pools = {k: v for k, v in {**cat.options, **sub.options}.items() if len(v) >= 2}
     n_names = rng.choices((0, 1, 2), weights=(0.15, 0.35, 0.5))[0]
     options: dict[str, list[str]] = {}
     used: set[str] = set()
@@ -104,8 +121,7 @@ def _make_product(rng: random.Random, cat: Category, asin: str, brand: str) -> P
             options[name] = values
             used.update(values)
 
-    lo, hi = cat.price
-    base = _money(math.exp(rng.uniform(math.log(lo), math.log(hi))))
+    base = _money(fam["base"] * rng.uniform(0.7, 1.4))
     if rng.random() < 0.35:
         pricing = [base, _money(base * rng.uniform(1.1, 1.8))]
         price_tag = f"${pricing[0]} to ${pricing[1]}"
@@ -132,7 +148,9 @@ def _make_product(rng: random.Random, cat: Category, asin: str, brand: str) -> P
     reviews = []
     for _ in range(rng.randint(1, 3)):
         head, score = rng.choice(REVIEW_TITLES)
-        reviews.append({"title": head, "score": score, "body": f"{head.lower()}; the {ptype} is {rng.choice(attrs)}."})
+        reviews.append(
+            {"title": head, "score": score, "body": f"{head.lower()}; the {ptype} is {rng.choice(attrs)}."}
+        )
     rating = f"{sum(r['score'] for r in reviews) / len(reviews):.1f}"
 
     return {
@@ -211,7 +229,7 @@ def _make_goal(rng: random.Random, p: Product) -> Goal:
 def generate_catalog(num_products: int, seed: int, goals_per_product: int = 2) -> dict[str, Any]:
     """Products and goals, a pure function of ``(num_products, seed, goals_per_product)``.
 
-    Products cycle through the categories (balanced); each gets ``goals_per_product`` distinct goals. Goals are
+    Products come in families of 1-4 siblings; families cycle through the categories (balanced); each product gets ``goals_per_product`` distinct goals. Goals are
     shuffled with the seed; the first ``TEST_FRACTION`` form the test split, the rest the train split.
     """
     if num_products < 1:
@@ -219,9 +237,15 @@ def generate_catalog(num_products: int, seed: int, goals_per_product: int = 2) -
     rng = random.Random(f"webshop-catalog-{seed}")
     brands = _brands(rng, max(40, num_products // 8))
     asins = _asins(rng, num_products)
-    products = [
-        _make_product(rng, CATEGORIES[i % len(CATEGORIES)], asins[i], rng.choice(brands)) for i in range(num_products)
-    ]
+    products: list[Product] = []
+    f = 0
+    while len(products) < num_products:  # families cycle through the categories, so categories stay balanced
+        fam = _make_family(rng, CATEGORIES[f % len(CATEGORIES)], rng.choice(brands))
+        for _ in range(min(rng.choice((1, 2, 3, 4)), num_products - len(products))):
+            products.append(_make_product(rng, fam, asins[len(products)]))
+        f += 1
+    # Siblings must not sit next to each other in catalog order (ties in search keep catalog order).
+    rng.shuffle(products)
     goals: list[Goal] = []
     for p in products:
         seen: set[str] = set()

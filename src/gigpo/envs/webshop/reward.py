@@ -9,11 +9,66 @@ from rapidfuzz import fuzz, utils
 #: Colour words, alphabetical: ``normalize_color`` maps a value to the first one it contains (so "navy blue" and
 #: "light blue" both become "blue", as in WebShop, whose list is also alphabetical).
 COLORS = (
-    "aqua", "azure", "beige", "black", "blue", "blush", "bronze", "brown", "burgundy", "camel", "camo", "charcoal",
-    "coral", "cream", "denim", "espresso", "fuchsia", "gold", "graphite", "gray", "green", "grey", "indigo", "ivory",
-    "khaki", "lavender", "lilac", "lime", "magenta", "maroon", "mauve", "mint", "multicolor", "mustard", "natural",
-    "navy", "olive", "orange", "peach", "pink", "plum", "purple", "rainbow", "red", "rose", "rust", "sage", "sand",
-    "silver", "slate", "tan", "taupe", "teal", "terracotta", "turquoise", "violet", "walnut", "white", "wine", "yellow",
+    "aqua",
+    "azure",
+    "beige",
+    "black",
+    "blue",
+    "blush",
+    "bronze",
+    "brown",
+    "burgundy",
+    "camel",
+    "camo",
+    "charcoal",
+    "coral",
+    "cream",
+    "denim",
+    "espresso",
+    "fuchsia",
+    "gold",
+    "graphite",
+    "gray",
+    "green",
+    "grey",
+    "indigo",
+    "ivory",
+    "khaki",
+    "lavender",
+    "lilac",
+    "lime",
+    "magenta",
+    "maroon",
+    "mauve",
+    "mint",
+    "multicolor",
+    "mustard",
+    "natural",
+    "navy",
+    "olive",
+    "orange",
+    "peach",
+    "pink",
+    "plum",
+    "purple",
+    "rainbow",
+    "red",
+    "rose",
+    "rust",
+    "sage",
+    "sand",
+    "silver",
+    "slate",
+    "tan",
+    "taupe",
+    "teal",
+    "terracotta",
+    "turquoise",
+    "violet",
+    "walnut",
+    "white",
+    "wine",
+    "yellow",
 )
 #: Fuzzy matches must score strictly above this (token-set ratio, 0..100).
 FUZZY_THRESHOLD = 85
@@ -28,9 +83,10 @@ def normalize_color(value: str) -> str:
 
 
 def fuzzy_match(a: str, b: str) -> bool:
-    """thefuzz-style token-set ratio (lower-cased, punctuation to spaces) > 85. Note: a token subset scores 100, so
-    "large" matches "x-large", as in WebShop."""
-    return fuzz.token_set_ratio(a, b, processor=utils.default_process) > FUZZY_THRESHOLD
+    """thefuzz's token-set ratio (lower-cased, punctuation to spaces, rounded to an integer, as thefuzz returns it)
+    > 85. A token subset scores 100, so "large" matches "x-large"; "2 count" vs "4 count" scores 86 and matches too,
+    both as in WebShop."""
+    return round(fuzz.token_set_ratio(a, b, processor=utils.default_process)) > FUZZY_THRESHOLD
 
 
 def get_type_reward(purchased: dict[str, Any], goal: dict[str, Any]) -> dict[str, Any]:
@@ -57,7 +113,12 @@ def get_type_reward(purchased: dict[str, Any], goal: dict[str, Any]) -> dict[str
         r_type = 0.1
     if title_score == 0.0:
         r_type = 0.0
-    return {"r_type": r_type, "query_match": query_match, "category_match": category_match, "title_score": title_score}
+    return {
+        "r_type": r_type,
+        "query_match": query_match,
+        "category_match": category_match,
+        "title_score": title_score,
+    }
 
 
 def get_attribute_reward(purchased: dict[str, Any], goal: dict[str, Any]) -> tuple[float, int]:
@@ -69,7 +130,12 @@ def get_attribute_reward(purchased: dict[str, Any], goal: dict[str, Any]) -> tup
     description = purchased["Description"].lower()
     matches = 0
     for g in goal_attrs:
-        if any(fuzzy_match(p, g) for p in purchased["Attributes"]) or g in title or g in bullets or g in description:
+        if (
+            any(fuzzy_match(p, g) for p in purchased["Attributes"])
+            or g in title
+            or g in bullets
+            or g in description
+        ):
             matches += 1
     return (matches / len(goal_attrs) if goal_attrs else 0.0), matches
 
@@ -99,6 +165,12 @@ def get_reward(
     r_option, n_opt = get_option_reward(list(options.values()), list(goal["goal_options"].values()))
     denom = len(goal["attributes"]) + len(goal["goal_options"]) + 1
     score = (n_att + n_opt + float(r_price)) / denom * type_info["r_type"]
-    info = {**type_info, "r_att": r_att, "r_option": r_option, "r_price": r_price, "num_attr_matches": n_att,
-            "num_option_matches": n_opt}
+    info = {
+        **type_info,
+        "r_att": r_att,
+        "r_option": r_option,
+        "r_price": r_price,
+        "num_attr_matches": n_att,
+        "num_option_matches": n_opt,
+    }
     return score, info

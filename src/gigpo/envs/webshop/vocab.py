@@ -65,7 +65,8 @@ CATEGORIES: tuple[Category, ...] = (
         subs=(
             Sub("Skin Care › Face", "face skin care", ("serum", "moisturizer", "cleanser", "toner", "mask")),
             Sub("Hair Care", "hair care", ("shampoo", "conditioner", "wig", "extension", "brush")),
-            Sub("Makeup", "makeup", ("lipstick", "foundation", "mascara", "eyeliner", "palette")),
+            Sub("Makeup", "makeup", ("lipstick", "foundation", "mascara", "eyeliner", "palette"),
+                {"color": ("ruby red", "nude", "coral", "plum", "mauve", "warm beige"), "scent": ()}),
         ),
         materials=("vitamin", "collagen", "argan", "aloe", "charcoal", "keratin", "retinol"),
         adjectives=("gentle", "hydrating", "nourishing", "professional", "organic"),
@@ -85,8 +86,10 @@ CATEGORIES: tuple[Category, ...] = (
         root="Grocery & Gourmet Food",
         subs=(
             Sub("Snacks › Chips", "snack foods", ("chips", "crackers", "pretzels", "popcorn", "jerky")),
-            Sub("Beverages", "beverages", ("tea", "coffee", "juice", "lemonade", "kombucha")),
-            Sub("Pantry Staples", "pantry staples", ("pasta", "granola", "honey", "oatmeal", "seasoning")),
+            Sub("Beverages", "beverages", ("tea", "coffee", "juice", "lemonade", "kombucha"),
+                {"flavor name": ("original", "vanilla", "hazelnut", "peach", "mango", "caramel")}),
+            Sub("Pantry Staples", "pantry staples", ("pasta", "granola", "honey", "oatmeal", "seasoning"),
+                {"flavor name": ("original", "cinnamon", "maple", "garlic herb", "blueberry")}),
         ),
         materials=("almond", "oat", "quinoa", "cacao", "ginger", "cinnamon", "matcha"),
         adjectives=("crunchy", "healthy", "gourmet", "roasted", "artisan"),

@@ -1,0 +1,164 @@
+"""Row-by-row reference for returns, step grouping and GiGPO/GRPO/RLOO advantages, written straight from the equations.
+
+Deliberately plain Python (dicts and loops, no numpy tricks) so that it can be checked by eye against DESIGN.md
+"GiGPO, precisely"; the fast implementation in ``gigpo.algo`` is tested against it. Each pass is O(N) (dicts keyed
+by id), so it doubles as the "per-row Python loop" baseline of benchmarks/bench_advantages.py.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from typing import Any
+
+
+def ref_discounted_returns(traj_ids, steps, rewards, gamma) -> list[float]:
+    """R_t = r_t + γ R_{t+1}, walking each trajectory backwards by step."""
+    rows_of: dict[Any, list[tuple[int, int]]] = {}
+    for i, (tid, step) in enumerate(zip(traj_ids, steps, strict=True)):
+        rows_of.setdefault(tid, []).append((int(step), i))
+    out = [0.0] * len(rewards)
+    for rows in rows_of.values():
+        rows.sort()
+        running = 0.0
+        for _, i in reversed(rows):
+            running = float(rewards[i]) + gamma * running
+            out[i] = running
+    return out
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def _std(xs: list[float], ddof: int) -> float:
+    m = _mean(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - ddof))
+
+
+def _relative(x: float, peers: list[float], self_pos: int, loo: bool, normalize: str, ddof: int, eps: float):
+    """One unit's group-relative score: (x − baseline) / F, baseline = group mean or mean of the others (RLOO).
+
+    A group of equal values scores exactly 0 (DESIGN.md: "All-equal group → 0"), whatever rounding of the mean says.
+    """
+    if all(p == x for p in peers):
+        return 0.0
+    if loo:
+        others = peers[:self_pos] + peers[self_pos + 1 :]
+        a = x - _mean(others)
+    else:
+        a = x - _mean(peers)
+    if normalize == "mean_std":
+        den = _std(peers, ddof) + eps
+        a = a / den if den > 0 else 0.0  # eps = 0 and a zero-std group: every deviation is 0 anyway
+    return a
+
+
+def ref_leader_clusters(texts: list[str], threshold: float) -> list[int]:
+    """Greedy leader clustering with true Ratcliff–Obershelp (difflib, autojunk=False)."""
+    leaders: list[str] = []
+    out = []
+    for text in texts:
+        for c, lead in enumerate(leaders):
+            if difflib.SequenceMatcher(None, lead, text, autojunk=False).ratio() >= threshold:
+                out.append(c)
+                break
+        else:
+            out.append(len(leaders))
+            leaders.append(text)
+    return out
+
+
+def ref_step_groups(group_ids, traj_ids, steps, anchors, similarity) -> list[Any]:
+    """Step-group label per row: (group, anchor) for exact keys, (group, cluster) for similarity."""
+    n = len(group_ids)
+    if similarity is None:
+        return [(group_ids[i], anchors[i]) for i in range(n)]
+    rows_of: dict[Any, list[int]] = {}
+    for i in range(n):
+        rows_of.setdefault(group_ids[i], []).append(i)
+    labels: list[Any] = [None] * n
+    for g, rows in rows_of.items():
+        rows.sort(key=lambda i: (traj_ids[i], steps[i]))  # natural (traj, step) order
+        clusters = ref_leader_clusters([anchors[i] for i in rows], similarity)
+        for i, c in zip(rows, clusters, strict=True):
+            labels[i] = (g, c)
+    return labels
+
+
+def ref_compute_advantages(
+    group_ids,
+    traj_ids,
+    steps,
+    rewards,
+    anchors=None,
+    estimator="gigpo",
+    episode_estimator="grpo",
+    gamma=0.95,
+    step_weight=1.0,
+    normalize="mean_std",
+    similarity=None,
+    compat=None,
+    eps=1e-6,
+    row_penalty=None,
+) -> dict[str, list]:
+    """Reference of ``gigpo.algo.compute_advantages`` (same contract, lists in and out, no input checking)."""
+    n = len(rewards)
+    penalty = [0.0] * n if row_penalty is None else [float(p) for p in row_penalty]
+    returns = ref_discounted_returns(traj_ids, steps, rewards, gamma)
+    ep_return: dict[Any, float] = {}
+    group_of: dict[Any, Any] = {}
+    for i in range(n):
+        ep_return[traj_ids[i]] = ep_return.get(traj_ids[i], 0.0) + float(rewards[i])
+        group_of[traj_ids[i]] = group_ids[i]
+    loo = estimator == "rloo" or (estimator == "gigpo" and episode_estimator == "rloo")
+
+    episode_adv = [0.0] * n
+    if compat == "verl-agent":
+        # Units are step rows; a group of one row keeps its raw score / (1 + eps) (mean_std) or raw (mean).
+        score = [ep_return[traj_ids[i]] - penalty[i] for i in range(n)]
+        rows_of: dict[Any, list[int]] = {}
+        for i in range(n):
+            rows_of.setdefault(group_ids[i], []).append(i)
+        for rows in rows_of.values():
+            peers = [score[i] for i in rows]
+            for pos, i in enumerate(rows):
+                if len(rows) == 1:
+                    episode_adv[i] = score[i] / (1.0 + eps) if normalize == "mean_std" else score[i]
+                else:
+                    episode_adv[i] = _relative(score[i], peers, pos, loo, normalize, 1, eps)
+    else:
+        # Units are trajectories, each counted once; singleton group → 0.
+        trajs_of: dict[Any, list[Any]] = {}
+        for tid, g in group_of.items():
+            trajs_of.setdefault(g, []).append(tid)
+        traj_adv: dict[Any, float] = {}
+        for trajs in trajs_of.values():
+            peers = [ep_return[t] for t in trajs]
+            for pos, t in enumerate(trajs):
+                traj_adv[t] = 0.0 if len(trajs) == 1 else _relative(peers[pos], peers, pos, loo, normalize, 0, eps)
+        episode_adv = [traj_adv[traj_ids[i]] for i in range(n)]
+
+    step_adv = [0.0] * n
+    labels: list[Any] = [None] * n
+    if estimator == "gigpo":
+        labels = ref_step_groups(group_ids, traj_ids, steps, anchors, similarity)
+        ddof = 1 if compat == "verl-agent" else 0
+        x = [returns[i] - penalty[i] for i in range(n)]
+        members: dict[Any, list[int]] = {}
+        for i in range(n):
+            members.setdefault(labels[i], []).append(i)
+        for rows in members.values():
+            peers = [x[i] for i in rows]
+            for pos, i in enumerate(rows):
+                step_adv[i] = 0.0 if len(rows) == 1 else _relative(x[i], peers, pos, False, normalize, ddof, eps)
+        returns = x
+    advantages = [episode_adv[i] + step_weight * step_adv[i] for i in range(n)]
+    return {
+        "advantages": advantages,
+        "episode_advantages": episode_adv,
+        "step_advantages": step_adv,
+        "returns": returns,
+        "episode_returns": [ep_return[traj_ids[i]] for i in range(n)],
+        "step_labels": labels,
+    }
