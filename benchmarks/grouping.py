@@ -25,11 +25,34 @@ from gigpo.algo.similarity import leader_cluster, leader_cluster_many, ro_ratio
 
 _ADJ = "soft durable lightweight waterproof vintage organic premium classic slim compact wireless portable".split()
 _NOUN = "shirt sneakers backpack lamp headphones blender mug jacket watch pillow speaker charger rug kettle".split()
-_WORDS = (
+_BASE_WORDS = (
     "made with high quality material suitable for daily use easy to clean machine washable perfect gift for "
     "men women kids family friends comfortable fit long lasting battery fast shipping satisfaction guaranteed "
     "stainless steel cotton blend adjustable strap non slip rubber sole modern design multiple colors available"
 ).split()
+_SYLL = "ka lo mi ne ru ta vo si pe da gu fi zo re na li mo tu be sa ko".split()
+
+
+def _vocabulary(n: int = 2000, seed: int = 12345) -> tuple[list[str], list[float]]:
+    """Product-description vocabulary: the base words plus procedural ones, with Zipf frequencies (1/rank)."""
+    rng = random.Random(seed)
+    words = list(_BASE_WORDS)
+    seen = set(words)
+    while len(words) < n:
+        w = "".join(rng.choices(_SYLL, k=rng.randint(1, 4)))
+        if w not in seen:
+            seen.add(w)
+            words.append(w)
+    return words, [1.0 / (r + 1) for r in range(n)]
+
+
+_WORDS, _ZIPF = _vocabulary()
+
+
+def _text(rng: random.Random, k: int) -> str:
+    return " ".join(rng.choices(_WORDS, weights=_ZIPF, k=k))
+
+
 _BRANDS = "Acme Zenith Nova Orbit Lumen Vertex Apex Harbor Maple Pioneer Quartz Summit".split()
 _SLOGANS = [
     "limited time offer",
@@ -49,18 +72,20 @@ _AD_TEMPLATES = [
 
 
 def _title(rng: random.Random) -> str:
-    return f"{rng.choice(_BRANDS)} {rng.choice(_ADJ)} {rng.choice(_NOUN)} " + " ".join(rng.choices(_WORDS, k=8))
+    return f"{rng.choice(_BRANDS)} {rng.choice(_ADJ)} {rng.choice(_NOUN)} " + _text(rng, 8)
 
 
 def _pad(text: str, rng: random.Random, size: int) -> str:
     while len(text) < size:
-        text += " [SEP] " + " ".join(rng.choices(_WORDS, k=12))
+        text += " [SEP] " + _text(rng, 12)
     return text[:size]
 
 
 def make_pages(rng: random.Random, n_pages: int = 12, size: int = 1800) -> list[str]:
     """WebShop-like pages of one task: shared instruction, results pages and item pages, ~``size`` chars each."""
-    instr = f"WebShop [SEP] Instruction: [SEP] i need a {rng.choice(_ADJ)} {rng.choice(_NOUN)}, price lower than "
+    instr = (
+        f"WebShop [SEP] Instruction: [SEP] i need a {rng.choice(_ADJ)} {rng.choice(_NOUN)}, price lower than "
+    )
     instr += f"{rng.randint(20, 90)}.00 dollars [SEP] Back to Search"
     pages = []
     for k in range(n_pages):
@@ -71,19 +96,29 @@ def make_pages(rng: random.Random, n_pages: int = 12, size: int = 1800) -> list[
             )
             body = f"{instr} [SEP] Page {k // 3 + 1} (Total results: 50) [SEP] Next > {items}"
         else:
-            opts = " [SEP] ".join(rng.sample(["small", "medium", "large", "x-large", "black", "white", "blue"], 4))
+            opts = " [SEP] ".join(
+                rng.sample(["small", "medium", "large", "x-large", "black", "white", "blue"], 4)
+            )
             body = f"{instr} [SEP] < Prev [SEP] {opts} [SEP] {_title(rng)} [SEP] Price: ${rng.randint(5, 99)}.99 "
             body += "[SEP] Rating: N.A. [SEP] Description [SEP] Features [SEP] Reviews [SEP] Buy Now [SEP] "
-            body += " ".join(rng.choices(_WORDS, k=60))
+            body += _text(rng, 60)
         pages.append(_pad(body, rng, size))
     return pages
 
 
 def make_ad(rng: random.Random) -> str:
     """One of 3 templates x 12 brands x 12 adjectives x 14 nouns x 8 slogans x 95 prices (>> 500 distinct ads)."""
-    return " " + rng.choice(_AD_TEMPLATES).format(
-        b=rng.choice(_BRANDS), a=rng.choice(_ADJ), n=rng.choice(_NOUN), s=rng.choice(_SLOGANS), p=rng.randint(5, 99)
-    ) + " "
+    return (
+        " "
+        + rng.choice(_AD_TEMPLATES).format(
+            b=rng.choice(_BRANDS),
+            a=rng.choice(_ADJ),
+            n=rng.choice(_NOUN),
+            s=rng.choice(_SLOGANS),
+            p=rng.randint(5, 99),
+        )
+        + " "
+    )
 
 
 def make_group(seed: int, steps: int = 400, n_pages: int = 12) -> list[str]:
@@ -99,7 +134,9 @@ def make_group(seed: int, steps: int = 400, n_pages: int = 12) -> list[str]:
     return obs
 
 
-def naive_prefix(texts: list[str], threshold: float, deadline: float) -> tuple[list[int], list[float], list[float]]:
+def naive_prefix(
+    texts: list[str], threshold: float, deadline: float
+) -> tuple[list[int], list[float], list[float]]:
     """Naive greedy leader clustering until ``deadline``; returns (ids, pass-pair seconds, fail-pair seconds)."""
     leaders: list[str] = []
     ids: list[int] = []
@@ -148,24 +185,34 @@ def main() -> None:
     groups = [make_group(args.seed * 1000 + g, args.steps) for g in range(args.groups)]
     n_obs = sum(len(g) for g in groups)
     mean_len = np.mean([len(t) for g in groups for t in g])
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cpus, Python "
-          f"{platform.python_version()}")
-    print(f"data: {args.groups} groups x {args.steps} obs = {n_obs} observations, mean {mean_len:.0f} chars, "
-          f"{len({t for g in groups for t in g})} distinct")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cpus, Python "
+        f"{platform.python_version()}"
+    )
+    print(
+        f"data: {args.groups} groups x {args.steps} obs = {n_obs} observations, mean {mean_len:.0f} chars, "
+        f"{len({t for g in groups for t in g})} distinct"
+    )
 
     rng = random.Random(args.seed)
     page = make_pages(rng, 1)[0]
     pos = rng.randrange(len(page))
     noisy = page[:pos] + make_ad(rng) + page[pos:]
     dflt = difflib.SequenceMatcher(None, page, noisy).ratio()
-    print(f"page ({len(page)} chars) vs page+ad ({len(noisy)}): difflib default autojunk=True ratio {dflt:.3f}, "
-          f"true (autojunk=False) ratio {ro_ratio(page, noisy):.3f}")
+    print(
+        f"page ({len(page)} chars) vs page+ad ({len(noisy)}): difflib default autojunk=True ratio {dflt:.3f}, "
+        f"true (autojunk=False) ratio {ro_ratio(page, noisy):.3f}"
+    )
 
     rows = []
     for thr in args.thresholds:
-        t_serial = min(_timed(lambda thr=thr: [leader_cluster(g, thr) for g in groups]) for _ in range(args.repeats))
+        t_serial = min(
+            _timed(lambda thr=thr: [leader_cluster(g, thr) for g in groups]) for _ in range(args.repeats)
+        )
         ours = [leader_cluster(g, thr) for g in groups]
-        t_par = min(_timed(lambda thr=thr: leader_cluster_many(groups, thr, workers=2)) for _ in range(args.repeats))
+        t_par = min(
+            _timed(lambda thr=thr: leader_cluster_many(groups, thr, workers=2)) for _ in range(args.repeats)
+        )
         many = leader_cluster_many(groups, thr, workers=2)
         assert all(np.array_equal(a, b) for a, b in zip(ours, many, strict=True)), "parallel != serial"
 
@@ -178,7 +225,9 @@ def main() -> None:
             t_pass += tp
             t_fail += tf
             checked += len(nids)
-            assert np.array_equal(np.asarray(nids, dtype=np.int64), ids[: len(nids)]), "assignment differs from naive"
+            assert np.array_equal(np.asarray(nids, dtype=np.int64), ids[: len(nids)]), (
+                "assignment differs from naive"
+            )
             if len(nids) < len(g):
                 break
         n_pass, n_fail = map(sum, zip(*(naive_pair_counts(ids) for ids in ours), strict=True))
@@ -188,14 +237,20 @@ def main() -> None:
         full = checked == n_obs
         sizes = [len(np.unique(ids)) for ids in ours]
         rows.append((thr, naive_est, full, checked, n_pass + n_fail, t_serial, t_par, np.mean(sizes)))
-        print(f"threshold {thr}: clusters/group {np.mean(sizes):.1f}; naive scored {len(t_pass) + len(t_fail)} "
-              f"pairs on {checked}/{n_obs} obs (identical assignment asserted), mean {1e3 * mp:.1f} ms/pass-pair "
-              f"{1e3 * mf:.1f} ms/fail-pair; full naive needs {n_pass + n_fail} pairs -> "
-              f"{'measured' if full else 'EXTRAPOLATED'} {naive_est:.1f} s")
-        print(f"  ours: serial {t_serial:.3f} s ({naive_est / t_serial:.0f}x), leader_cluster_many(workers=2) "
-              f"{t_par:.3f} s ({naive_est / t_par:.0f}x)")
+        print(
+            f"threshold {thr}: clusters/group {np.mean(sizes):.1f}; naive scored {len(t_pass) + len(t_fail)} "
+            f"pairs on {checked}/{n_obs} obs (identical assignment asserted), mean {1e3 * mp:.1f} ms/pass-pair "
+            f"{1e3 * mf:.1f} ms/fail-pair; full naive needs {n_pass + n_fail} pairs -> "
+            f"{'measured' if full else 'EXTRAPOLATED'} {naive_est:.1f} s"
+        )
+        print(
+            f"  ours: serial {t_serial:.3f} s ({naive_est / t_serial:.0f}x), leader_cluster_many(workers=2) "
+            f"{t_par:.3f} s ({naive_est / t_par:.0f}x)"
+        )
 
-    print("\n| threshold | clusters/group | naive difflib (s) | ours serial (s) | ours 2 procs (s) | speed-up |")
+    print(
+        "\n| threshold | clusters/group | naive difflib (s) | ours serial (s) | ours 2 procs (s) | speed-up |"
+    )
     print("|---|---|---|---|---|---|")
     for thr, est, full, checked, pairs, ts, tp, cl in rows:
         tag = "" if full else f" (extrapolated from {checked} obs; {pairs} pairs)"

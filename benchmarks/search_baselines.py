@@ -33,18 +33,32 @@ def _gold_in_info(row: dict) -> bool:
 def run_policies(args: argparse.Namespace, retriever_url: str | None = None) -> list[list[str]]:
     table = []
     for source in DATA_SOURCES:
-        env = SearchEnv(split=args.split, data_sources=[source], cache_dir=args.cache_dir, topk=args.topk,
-                        retriever_url=retriever_url)
+        env = SearchEnv(
+            split=args.split,
+            data_sources=[source],
+            cache_dir=args.cache_dir,
+            topk=args.topk,
+            retriever_url=retriever_url,
+        )
         seeds = range(min(len(env.questions), args.limit or len(env.questions)))
         t0 = time.perf_counter()
         oracle = evaluate(env, HopOracle(), seeds)
         t_oracle = time.perf_counter() - t0
         base = evaluate(env, RetrieveThenAnswer(), seeds)
         mean = lambda rows, k: float(np.mean([float(r[k]) for r in rows]))  # noqa: E731
-        table.append([source, str(len(seeds)), f"{mean(oracle, 'em'):.3f}", f"{mean(oracle, 'f1'):.3f}",
-                      f"{mean(oracle, 'turns'):.2f}", f"{mean(base, 'em'):.3f}", f"{mean(base, 'f1'):.3f}",
-                      f"{np.mean([_gold_in_info(r) for r in base]):.3f}",
-                      f"{sum(r['turns'] for r in oracle) / t_oracle:.0f}"])
+        table.append(
+            [
+                source,
+                str(len(seeds)),
+                f"{mean(oracle, 'em'):.3f}",
+                f"{mean(oracle, 'f1'):.3f}",
+                f"{mean(oracle, 'turns'):.2f}",
+                f"{mean(base, 'em'):.3f}",
+                f"{mean(base, 'f1'):.3f}",
+                f"{np.mean([_gold_in_info(r) for r in base]):.3f}",
+                f"{sum(r['turns'] for r in oracle) / t_oracle:.0f}",
+            ]
+        )
     return table
 
 
@@ -69,8 +83,10 @@ def retrieval_speed(corpus_file: str, n_queries: int, topk: int) -> None:
     for q in queries:
         bm25.search([q], topk)
     single = time.perf_counter() - t0
-    print(f"\nBM25 over {len(bm25.docs)} passages: index built in {build:.2f} s; {n_queries} queries: "
-          f"{n_queries / batched:.0f} q/s batched, {n_queries / single:.0f} q/s one per call")
+    print(
+        f"\nBM25 over {len(bm25.docs)} passages: index built in {build:.2f} s; {n_queries} queries: "
+        f"{n_queries / batched:.0f} q/s batched, {n_queries / single:.0f} q/s one per call"
+    )
 
 
 def http_latency(url: str, n: int, topk: int) -> None:
@@ -81,8 +97,10 @@ def http_latency(url: str, n: int, topk: int) -> None:
         client.search([f"query number {i} river"], topk)
         lat.append(time.perf_counter() - t0)
     lat.sort()
-    print(f"HTTP round trip over loopback ({n} single-query requests): median {1e3 * statistics.median(lat):.1f} ms, "
-          f"p95 {1e3 * lat[int(0.95 * (n - 1))]:.1f} ms")
+    print(
+        f"HTTP round trip over loopback ({n} single-query requests): median {1e3 * statistics.median(lat):.1f} ms, "
+        f"p95 {1e3 * lat[int(0.95 * (n - 1))]:.1f} ms"
+    )
 
 
 def main() -> None:
@@ -91,11 +109,22 @@ def main() -> None:
     p.add_argument("--limit", type=int, default=0, help="questions per data source (0 = all)")
     p.add_argument("--topk", type=int, default=3)
     p.add_argument("--cache-dir", default=None)
-    p.add_argument("--http", action="store_true", help="also run the oracle/baseline through a loopback server")
+    p.add_argument(
+        "--http", action="store_true", help="also run the oracle/baseline through a loopback server"
+    )
     args = p.parse_args()
     corpus_file = build_fictional(args.cache_dir).corpus_file
-    header = ["data_source", "n", "oracle_EM", "oracle_F1", "oracle_turns", "base_EM", "base_F1",
-              "base_gold_in_docs", "oracle_steps/s"]
+    header = [
+        "data_source",
+        "n",
+        "oracle_EM",
+        "oracle_F1",
+        "oracle_turns",
+        "base_EM",
+        "base_F1",
+        "base_gold_in_docs",
+        "oracle_steps/s",
+    ]
     print(f"split={args.split} topk={args.topk} (in-process BM25)")
     _print_table(header, run_policies(args))
     retrieval_speed(str(corpus_file), 500, args.topk)

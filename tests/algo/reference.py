@@ -11,6 +11,8 @@ import difflib
 import math
 from typing import Any
 
+import numpy as np
+
 
 def ref_discounted_returns(traj_ids, steps, rewards, gamma) -> list[float]:
     """R_t = r_t + γ R_{t+1}, walking each trajectory backwards by step."""
@@ -136,7 +138,9 @@ def ref_compute_advantages(
         for trajs in trajs_of.values():
             peers = [ep_return[t] for t in trajs]
             for pos, t in enumerate(trajs):
-                traj_adv[t] = 0.0 if len(trajs) == 1 else _relative(peers[pos], peers, pos, loo, normalize, 0, eps)
+                traj_adv[t] = (
+                    0.0 if len(trajs) == 1 else _relative(peers[pos], peers, pos, loo, normalize, 0, eps)
+                )
         episode_adv = [traj_adv[traj_ids[i]] for i in range(n)]
 
     step_adv = [0.0] * n
@@ -151,7 +155,9 @@ def ref_compute_advantages(
         for rows in members.values():
             peers = [x[i] for i in rows]
             for pos, i in enumerate(rows):
-                step_adv[i] = 0.0 if len(rows) == 1 else _relative(x[i], peers, pos, False, normalize, ddof, eps)
+                step_adv[i] = (
+                    0.0 if len(rows) == 1 else _relative(x[i], peers, pos, False, normalize, ddof, eps)
+                )
         returns = x
     advantages = [episode_adv[i] + step_weight * step_adv[i] for i in range(n)]
     return {
@@ -162,3 +168,63 @@ def ref_compute_advantages(
         "episode_returns": [ep_return[traj_ids[i]] for i in range(n)],
         "step_labels": labels,
     }
+
+
+def official_style_loop(group, traj, steps, rewards, anchors, gamma=0.95, eps=1e-6):
+    """A loop with the *cost structure* of the official verl-agent GiGPO code (written from its description).
+
+    Per trajectory an ``np.where`` scan; per row a position lookup inside its trajectory (the O(N²) part);
+    per-row Python lists and per-group ``torch`` mean/std; step groups via one dict per episode group.
+    Assumes rows of a trajectory appear in step order (as in the official batches). Episode stats over rows.
+    """
+    import torch
+
+    rewards = np.asarray(rewards, dtype=np.float32)
+    traj = np.asarray(traj)
+    group = np.asarray(group)
+    n = len(rewards)
+    returns_of = {}
+    for uid in np.unique(traj):
+        rows = np.where(traj == uid)[0]
+        out = np.zeros(len(rows), dtype=np.float32)
+        running = 0.0
+        for k in reversed(range(len(rows))):
+            running = rewards[rows[k]] + gamma * running
+            out[k] = running
+        returns_of[uid] = out
+    returns = np.zeros(n, dtype=np.float32)
+    for i in range(n):
+        rows = np.where(traj == traj[i])[0]
+        returns[i] = returns_of[traj[i]][np.where(rows == i)[0][0]]
+    episode = {uid: sum(rewards[traj == uid]) for uid in returns_of}
+    scores = torch.tensor([float(episode[traj[i]]) for i in range(n)])
+
+    def normalise(values, keys, lone_mean_is_self):
+        by_key = {}
+        for i in range(n):
+            by_key.setdefault(keys[i], []).append(values[i])
+        mean, std = {}, {}
+        for k, vs in by_key.items():
+            t = torch.tensor(vs)
+            if len(vs) > 1:
+                mean[k], std[k] = t.mean(), t.std()
+            else:  # a lone episode row keeps its score; a lone step row scores 0
+                mean[k], std[k] = (t.mean() if lone_mean_is_self else torch.tensor(0.0)), torch.tensor(1.0)
+        out = values.clone()
+        for i in range(n):
+            out[i] = (values[i] - mean[keys[i]]) / (std[keys[i]] + eps)
+        return out
+
+    ep_adv = normalise(scores, group, False)
+    step_group = np.empty(n, dtype=object)
+    for gid in np.unique(group):
+        rows = np.where(group == gid)[0]
+        clusters = {}
+        for i in rows:
+            clusters.setdefault(anchors[i], []).append(i)
+        for members in clusters.values():
+            uid = object()
+            for i in members:
+                step_group[i] = uid
+    step_adv = normalise(torch.tensor(returns), step_group, True)
+    return (ep_adv + step_adv).numpy()

@@ -66,7 +66,9 @@ def test_verl_agent_compat_by_hand() -> None:
 
 def test_compat_one_trajectory_with_several_rows_is_not_a_singleton() -> None:
     """The official singleton rule counts rows: one trajectory of 3 steps has 3 equal scores -> 0, not R."""
-    out = compute_advantages([0, 0, 0], [1, 1, 1], [0, 1, 2], [0, 0, 2.0], ["p", "q", "r"], compat="verl-agent")
+    out = compute_advantages(
+        [0, 0, 0], [1, 1, 1], [0, 1, 2], [0, 0, 2.0], ["p", "q", "r"], compat="verl-agent"
+    )
     np.testing.assert_array_equal(out.episode_advantages, 0.0)
     one = compute_advantages([0], [1], [0], [2.0], ["p"], compat="verl-agent")
     assert one.episode_advantages[0] == pytest.approx(2.0 / (1.0 + EPS))
@@ -103,7 +105,9 @@ def test_step_weight_zero_gives_grpo(seed: int) -> None:
     np.testing.assert_array_equal(gigpo.advantages, grpo.advantages)
     assert grpo.step_advantages.tolist() == [0.0] * len(b.rewards)
     rloo = compute_advantages(*b.columns(), step_weight=0.0, episode_estimator="rloo")
-    np.testing.assert_array_equal(rloo.advantages, compute_advantages(*b.columns()[:4], estimator="rloo").advantages)
+    np.testing.assert_array_equal(
+        rloo.advantages, compute_advantages(*b.columns()[:4], estimator="rloo").advantages
+    )
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -162,7 +166,9 @@ def test_all_equal_and_singletons_are_exactly_zero(eps: float, compat: str | Non
 
 def test_string_and_int_ids_give_same_numbers() -> None:
     b = make_batch(5, 3, 4, 6, "ties", 3, False, True)
-    as_str = compute_advantages([f"g{x}" for x in b.group_ids], [f"t{x}" for x in b.traj_ids], *b.columns()[2:])
+    as_str = compute_advantages(
+        [f"g{x}" for x in b.group_ids], [f"t{x}" for x in b.traj_ids], *b.columns()[2:]
+    )
     as_int = compute_advantages(*b.columns())
     np.testing.assert_allclose(as_str.advantages, as_int.advantages, rtol=1e-12, atol=1e-12)
 
@@ -190,3 +196,15 @@ def test_similarity_grouping_in_advantages() -> None:
     assert out.step_group_ids.tolist() == [0, 1, 0, 2]
     exact = compute_advantages(g, t, s, r, texts)
     assert exact.step_group_ids.tolist() == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_compat_matches_official_style_loop(seed: int) -> None:
+    """A second, independent transcription of the official numerics (float32, torch statistics) agrees."""
+    from reference import official_style_loop
+
+    b = make_batch(seed, 4, 8, 6, "ties", 3, seed == 1, False)
+    order = sorted(range(len(b.rewards)), key=lambda i: (b.traj_ids[i], b.steps[i]))
+    cols = [[c[i] for i in order] for c in b.columns()]
+    ours = compute_advantages(*cols, compat="verl-agent")
+    np.testing.assert_allclose(ours.advantages, official_style_loop(*cols), rtol=1e-5, atol=1e-5)

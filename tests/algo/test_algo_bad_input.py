@@ -9,7 +9,9 @@ import pytest
 
 from gigpo.algo import compute_advantages, discounted_returns, group_exact, group_similar
 
-OK = dict(group_ids=[0, 0, 1], traj_ids=[0, 1, 2], steps=[0, 0, 0], rewards=[1.0, 0.0, 1.0], anchors=["a", "a", "b"])
+OK = dict(
+    group_ids=[0, 0, 1], traj_ids=[0, 1, 2], steps=[0, 0, 0], rewards=[1.0, 0.0, 1.0], anchors=["a", "a", "b"]
+)
 
 
 def call(**over):

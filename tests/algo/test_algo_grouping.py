@@ -71,3 +71,16 @@ def test_step_group_stats() -> None:
         "size_hist": {1: 1, 2: 1, 3: 1},
     }
     assert step_group_stats([])["num_groups"] == 0
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_pair_codes_is_a_bijection_on_pairs(seed: int) -> None:
+    from gigpo.algo.grouping import pair_codes
+
+    rng = np.random.default_rng(seed)
+    n, kb = int(rng.integers(1, 300)), int(rng.integers(1, 50))
+    a = np.unique(rng.integers(0, int(rng.integers(1, 5000)), n), return_inverse=True)[1].astype(np.int64)
+    b = a % kb if seed % 2 else rng.integers(0, kb, n)  # odd seeds: every anchor in one group only
+    codes, k = pair_codes(a, int(a.max()) + 1, b, kb)
+    assert same_partition(codes.tolist(), list(zip(a.tolist(), b.tolist(), strict=True)))
+    assert sorted(set(codes.tolist())) == list(range(k))

@@ -35,7 +35,9 @@ def setup_logp():
 )
 def test_policy_loss_values(agg: str, constant: float | None, expect: float) -> None:
     logp, old = setup_logp()
-    loss, stats = policy_loss(logp, old, ADV, MASK, clip_low=0.2, clip_high=0.28, agg=agg, agg_constant=constant)
+    loss, stats = policy_loss(
+        logp, old, ADV, MASK, clip_low=0.2, clip_high=0.28, agg=agg, agg_constant=constant
+    )
     assert loss.item() == pytest.approx(expect, abs=1e-12)
     assert stats["clip_frac_low"] == pytest.approx(1 / 5)
     assert stats["clip_frac_high"] == pytest.approx(1 / 5)
@@ -77,7 +79,9 @@ def test_padding_garbage_and_empty_masks_never_give_nan() -> None:
     assert torch.isfinite(logp.grad).all() and math.isfinite(stats["ratio_max"])
     for agg in ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-sum-over-constant"]:
         lp = torch.zeros(2, 3, requires_grad=True)
-        empty_loss, empty_stats = policy_loss(lp, torch.zeros(2, 3), torch.ones(2), torch.zeros(2, 3), agg=agg)
+        empty_loss, empty_stats = policy_loss(
+            lp, torch.zeros(2, 3), torch.ones(2), torch.zeros(2, 3), agg=agg
+        )
         empty_loss.backward()
         assert empty_loss.item() == 0.0 and not lp.grad.any()
         assert all(math.isfinite(v) for v in empty_stats.values())

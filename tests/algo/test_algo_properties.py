@@ -83,6 +83,7 @@ def test_array_inputs_match_lists(as_type: str) -> None:
     import torch
 
     b = make_batch(3, 3, 4, 6, "dense", 3, False, True)
+
     def conv(x):
         # float64 rewards: torch.tensor(list of floats) would silently round them to float32
         arr = np.asarray(x)

@@ -34,10 +34,10 @@ def build_messages(
     if admissible:
         parts.append("Admissible actions: " + ", ".join(admissible))
     parts.append(FORMAT_HINTS.get(fmt, ""))
-    return [
-        {"role": "system", "content": instructions.strip()},
-        {"role": "user", "content": "\n\n".join(p for p in parts if p)},
-    ]
+    user = {"role": "user", "content": "\n\n".join(p for p in parts if p)}
+    if not instructions.strip():
+        return [user]
+    return [{"role": "system", "content": instructions.strip()}, user]
 
 
 @dataclass
@@ -54,6 +54,7 @@ class PromptBuilder:
     max_tokens: int = 2048
     fmt: str = "plain"
     show_admissible: bool = True
+    include_instructions: bool = True
     _warned: bool = False
 
     @property
@@ -78,6 +79,8 @@ class PromptBuilder:
         admissible: list[str] | None,
     ) -> list[int]:
         adm = admissible if self.show_admissible else None
+        if not self.include_instructions:
+            instructions = ""
         hist = list(history)
         while True:
             ids = self.render(build_messages(instructions, task, hist, observation, adm, self.fmt))

@@ -16,6 +16,7 @@ from gigpo.algo.grouping import (
     factorize_ids,
     factorize_keys,
     id_at,
+    pair_codes,
     relabel_first_seen,
     step_group_stats,
 )
@@ -220,7 +221,7 @@ def compute_advantages(
     if use_steps:
         if similarity is None:
             acodes, n_anchor = factorize_keys(anchors, "anchors")
-            labels = gcodes * np.int64(max(n_anchor, 1)) + acodes
+            labels = pair_codes(acodes, n_anchor, gcodes, n_groups)[0]
         else:
             texts = _as_object_list(anchors, "anchors")
             _check_texts(texts)

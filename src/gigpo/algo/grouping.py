@@ -38,6 +38,59 @@ def _as_object_list(values: Any, name: str) -> list:
     return list(values)
 
 
+def dense_codes(x: np.ndarray) -> tuple[np.ndarray, int]:
+    """Codes ``0..K-1`` of integer array ``x`` in ascending value order.
+
+    When the value range is small (≤ 4N + 1024, the usual case for ids and combined keys) this is a lookup table
+    (O(N + range), no sort); otherwise ``np.unique``.
+    """
+    if x.size == 0:
+        return np.zeros(0, dtype=np.int64), 0
+    lo, hi = int(x.min()), int(x.max())
+    if hi - lo <= 4 * x.size + 1024:
+        shifted = (x - lo).astype(np.intp, copy=False)
+        present = np.zeros(hi - lo + 1, dtype=np.int64)
+        present[shifted] = 1
+        table = np.cumsum(present) - 1
+        return table[shifted], int(table[-1]) + 1
+    uniq, codes = np.unique(x, return_inverse=True)
+    return codes.reshape(-1).astype(np.int64, copy=False), int(uniq.size)
+
+
+def pair_codes(a: np.ndarray, ka: int, b: np.ndarray, kb: int) -> tuple[np.ndarray, int]:
+    """Dense codes of the pairs (a_i, b_i) for dense codes a in [0, ka), b in [0, kb); equal pairs <=> equal codes.
+
+    Small ka·kb: one lookup table. Otherwise the pairs are only sorted for the keys ``a`` that occur with more than
+    one ``b`` (for step groups: anchors seen in several episode groups, usually none), so no full sort is needed.
+    """
+    n = a.size
+    if ka * kb <= 4 * n + 1024:
+        return dense_codes(a * np.int64(kb) + b)
+    lo = np.full(ka, kb, dtype=np.int64)
+    hi = np.full(ka, -1, dtype=np.int64)
+    np.minimum.at(lo, a, b)
+    np.maximum.at(hi, a, b)
+    shared = lo != hi
+    if not shared.any():
+        return a, ka
+    rows = shared[a]
+    _, sub = np.unique(a[rows] * np.int64(kb) + b[rows], return_inverse=True)
+    out = a.copy()
+    out[rows] = ka + sub.reshape(-1)
+    return dense_codes(out)
+
+
+def _dict_codes(items: list, name: str) -> tuple[np.ndarray, list]:
+    """Codes by first appearance via one dict (C-level passes, each key hashed once); returns (codes, uniques)."""
+    try:
+        uniques = list(dict.fromkeys(items))
+    except TypeError:
+        bad = next(k for k in items if not _hashable(k))
+        raise ValueError(f"{name} must be hashable; got an unhashable {type(bad).__name__}") from None
+    table = dict(zip(uniques, range(len(uniques)), strict=True))
+    return np.fromiter(map(table.__getitem__, items), dtype=np.int64, count=len(items)), uniques
+
+
 def factorize_ids(values: Any, name: str) -> tuple[np.ndarray, int]:
     """Map ids (ints or strings) to codes ``0..K-1`` in *natural* order (numeric for ints, lexicographic for strings).
 
@@ -45,37 +98,65 @@ def factorize_ids(values: Any, name: str) -> tuple[np.ndarray, int]:
     (trajectory, step) order of similarity clustering) does not depend on row order. Raises ``ValueError`` for
     non-1-D input, NaN/inf float ids, booleans, or a mix of types that cannot be ordered.
     """
-    arr = as_numpy(values)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
-    kind = arr.dtype.kind
-    if kind == "b":
+    arr = values if isinstance(values, (list, tuple)) else as_numpy(values)
+    if isinstance(arr, np.ndarray):
+        if arr.ndim != 1:
+            raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
+        kind = arr.dtype.kind
+        if kind == "b":
+            raise ValueError(f"{name} must be ints or strings, got booleans")
+        if kind in "iu":
+            return dense_codes(arr.astype(np.int64, copy=False))
+        if kind == "f":
+            if not np.isfinite(arr).all():
+                raise ValueError(f"{name} contains NaN or inf")
+            uniq, codes = np.unique(arr, return_inverse=True)
+            return codes.reshape(-1).astype(np.int64, copy=False), int(uniq.size)
+        items = arr.tolist()
+    else:
+        items = list(arr)
+        if items and isinstance(items[0], (list, tuple, np.ndarray)):
+            raise ValueError(f"{name} must be 1-D (one id per row), got nested sequences")
+        if items and all(type(v) is int for v in items[:1]) and _all_ints(items):
+            return dense_codes(np.asarray(items, dtype=np.int64))
+    # Strings (or objects): dict-factorise in C, then sort only the K unique ids (K << N for ids).
+    codes, uniques = _dict_codes(items, name)
+    types = {type(u) for u in uniques}
+    if len(types) > 1 and not all(issubclass(t, (int, np.integer)) for t in types):
+        raise ValueError(
+            f"{name} mixes id types {sorted(t.__name__ for t in types)}; use all ints or all strings"
+        )
+    if types and issubclass(next(iter(types)), (bool, np.bool_)):
         raise ValueError(f"{name} must be ints or strings, got booleans")
-    if kind == "f" and not np.isfinite(arr).all():
-        raise ValueError(f"{name} contains NaN or inf")
-    if kind == "O":
-        types = {type(v) for v in arr.tolist()}
-        if len(types) > 1 and not all(issubclass(t, (int, np.integer)) for t in types):
-            raise ValueError(
-                f"{name} mixes id types {sorted(t.__name__ for t in types)}; use all ints or all strings"
-            )
     try:
-        uniq, codes = np.unique(arr, return_inverse=True)
-    except TypeError as err:  # unorderable objects
+        rank_order = sorted(range(len(uniques)), key=uniques.__getitem__)
+    except TypeError as err:  # unorderable objects (e.g. tuples of mixed types)
         raise ValueError(f"{name} must be ints or strings ({err})") from None
-    return codes.reshape(-1).astype(np.int64, copy=False), int(uniq.size)
+    rank = np.empty(len(uniques), dtype=np.int64)
+    rank[np.asarray(rank_order, dtype=np.int64)] = np.arange(len(uniques), dtype=np.int64)
+    return rank[codes], len(uniques)
+
+
+def _all_ints(items: list) -> bool:
+    try:
+        arr = np.asarray(items)
+    except (ValueError, OverflowError):
+        return False
+    return arr.ndim == 1 and arr.dtype.kind in "iu"
 
 
 def factorize_keys(values: Any, name: str) -> tuple[np.ndarray, int]:
     """Map arbitrary hashable keys to codes ``0..K-1`` (equal keys <=> equal codes; code order is unspecified).
 
-    Numeric 1-D arrays use ``np.unique``; 2-D numeric arrays treat each row as one key; anything else (strings,
-    tuples, mixed objects) goes through a dict, which hashes each key once and never builds a fixed-width copy of
-    long texts. Unhashable keys raise ``ValueError``.
+    Integer 1-D arrays use a lookup table or ``np.unique``; 2-D numeric arrays treat each row as one key; anything
+    else (strings, tuples, mixed objects) goes through one dict (each key hashed once, no fixed-width copy of long
+    texts). Unhashable keys raise ``ValueError``. Fastest: integer keys (e.g. env state ids).
     """
     if hasattr(values, "detach") and hasattr(values, "cpu"):
         values = values.detach().cpu().numpy()
     if isinstance(values, np.ndarray) and values.dtype.kind in "iufb":
+        if values.ndim == 1 and values.dtype.kind in "iub":
+            return dense_codes(values.astype(np.int64, copy=False))
         if values.ndim == 1:
             uniq, codes = np.unique(values, return_inverse=True)
         elif values.ndim == 2:
@@ -85,15 +166,8 @@ def factorize_keys(values: Any, name: str) -> tuple[np.ndarray, int]:
                 f"{name} must be 1-D (or 2-D numeric, one key per row), got shape {values.shape}"
             )
         return codes.reshape(-1).astype(np.int64, copy=False), int(uniq.shape[0])
-    items = _as_object_list(values, name)
-    table: dict[Any, int] = {}
-    setdefault = table.setdefault
-    try:
-        codes_list = [setdefault(k, len(table)) for k in items]
-    except TypeError:
-        bad = next(k for k in items if not _hashable(k))
-        raise ValueError(f"{name} must be hashable; got an unhashable {type(bad).__name__}") from None
-    return np.fromiter(codes_list, dtype=np.int64, count=len(codes_list)), len(table)
+    codes, uniques = _dict_codes(_as_object_list(values, name), name)
+    return codes, len(uniques)
 
 
 def _hashable(x: Any) -> bool:
@@ -105,11 +179,15 @@ def _hashable(x: Any) -> bool:
 
 
 def relabel_first_seen(labels: np.ndarray) -> np.ndarray:
-    """Renumber ``labels`` to ``0..K-1`` in order of first appearance (vectorised)."""
-    uniq, first, inv = np.unique(labels, return_index=True, return_inverse=True)
-    rank = np.empty(uniq.size, dtype=np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(uniq.size, dtype=np.int64)
-    return rank[inv.reshape(-1)]
+    """Renumber integer ``labels`` to ``0..K-1`` in order of first appearance (O(N) for compact label ranges)."""
+    codes, k = dense_codes(labels)
+    n = codes.size
+    first = np.full(k, n, dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(n, dtype=np.int64))
+    is_first = first[codes] == np.arange(n, dtype=np.int64)
+    new_id = np.empty(k, dtype=np.int64)
+    new_id[codes[is_first]] = np.arange(k, dtype=np.int64)
+    return new_id[codes]
 
 
 def group_exact(group_ids: Any, anchors: Any) -> np.ndarray:
@@ -119,11 +197,11 @@ def group_exact(group_ids: Any, anchors: Any) -> np.ndarray:
     row). Returns int64 step-group ids ``0..K-1`` numbered in order of first appearance in the given rows; only
     equality of ids carries meaning (``compute_advantages`` renumbers them in (trajectory, step) order).
     """
-    gcodes, _ = factorize_ids(group_ids, "group_ids")
+    gcodes, n_groups = factorize_ids(group_ids, "group_ids")
     acodes, n_anchor = factorize_keys(anchors, "anchors")
     if acodes.size != gcodes.size:
         raise ValueError(f"length mismatch: group_ids has {gcodes.size} rows, anchors has {acodes.size}")
-    return relabel_first_seen(gcodes * np.int64(max(n_anchor, 1)) + acodes)
+    return relabel_first_seen(pair_codes(acodes, n_anchor, gcodes, n_groups)[0])
 
 
 def group_similar(
@@ -219,7 +297,10 @@ def step_group_stats(step_group_ids: Any) -> dict[str, Any]:
             "singleton_frac": 0.0,
             "size_hist": {},
         }
-    _, sizes = np.unique(ids, return_counts=True)
+    if ids.dtype.kind in "iu":
+        sizes = np.bincount(dense_codes(ids.astype(np.int64, copy=False))[0])
+    else:
+        sizes = np.unique(ids, return_counts=True)[1]
     hist_sizes, hist_counts = np.unique(sizes, return_counts=True)
     return {
         "num_groups": int(sizes.size),

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from rapidfuzz.distance import Indel, LCSseq
+from rapidfuzz.distance import Indel
 from rapidfuzz.process import cdist
 
 from gigpo.algo.similarity_ro import Prepared, codepoints, decide_matches, need_matches, prepare
 
-_NB = 128  # character buckets (codepoint % 128): exact counts for ASCII, merged (still a valid bound) otherwise
+_NB = (
+    128  # character buckets (codepoint % 128): exact counts for ASCII, merged (still a valid bound) otherwise
+)
 _INDEL_EPS = 1e-9  # rapidfuzz's normalized score is 1 - dist/T in floats: skip only with this margin
 
 
@@ -109,7 +111,10 @@ def _assign(lead: _Leaders, t: str, threshold: float, metric: str) -> int:
                     return k
                 continue
             nk = int(need[k])
-            if k != piv and LCSseq.similarity(lead.texts[k], t, score_cutoff=nk) < nk:
+            # LCS >= nk  <=>  Indel distance <= T - 2·nk. (rapidfuzz 3.14's LCSseq.similarity(score_cutoff=c)
+            # returns 0 for some pairs whose LCS is exactly c, so the cutoff goes through Indel.distance.)
+            max_d = int(total[k]) - 2 * nk
+            if k != piv and Indel.distance(lead.texts[k], t, score_cutoff=max_d) > max_d:
                 continue
             # Argument order matters: R-O breaks ties by position in the first string (the leader, as in naive).
             if pt is None:

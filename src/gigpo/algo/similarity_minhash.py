@@ -42,7 +42,9 @@ def minhash_signatures(
         for w in words:
             h = word_hash.get(w)
             if h is None:
-                h = word_hash[w] = int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little")
+                h = word_hash[w] = int.from_bytes(
+                    hashlib.blake2b(w.encode(), digest_size=8).digest(), "little"
+                )
             ids.append(h)
         wh = np.array(ids, dtype=np.uint64)
         n = max(1, wh.size - shingle + 1)

@@ -76,9 +76,9 @@ def need_matches(threshold: float, total: np.ndarray) -> np.ndarray:
     t = np.asarray(total, dtype=np.int64)
     tf = np.maximum(t, 1).astype(np.float64)
     m = np.ceil(threshold * tf / 2.0).astype(np.int64)
-    for _ in range(3):  # repair the float guess in either direction (a few ulps at most)
-        m = np.where((m > 0) & (2.0 * (m - 1) / tf >= threshold), m - 1, m)
-        m = np.where(2.0 * m / tf < threshold, m + 1, m)
+    # The float guess is off by at most one (relative error ~1e-16 on values <= T): repair both directions.
+    m -= (m > 0) & (2.0 * (m - 1) / tf >= threshold)
+    m += 2.0 * m / tf < threshold
     return np.where(t == 0, 0, m)
 
 
@@ -146,8 +146,11 @@ def decide_matches(a: Prepared, b: Prepared, need: int | None) -> int:
     ri, rd, rk = runs  # longest first
     re = ri + rk
     n_runs = ri.size
+    lb2 = 2 * lb + 2  # s*lb2 + diag orders by (i, j) since 0 <= i + diag = j < lb
+    big = lb2 * (la + 1)  # dominates any (i, j) term, so longer clipped length always ranks first
     found = 0
-    stack = [(0, la, 0, lb)]
+    # Rectangles carry the indices of runs meeting them once known (None: all runs, scanned longest first).
+    stack: list[tuple[int, int, int, int, np.ndarray | None]] = [(0, la, 0, lb, None)]
     open_ub = min(la, lb)  # Σ min(width, height) over rectangles on the stack: M - found <= open_ub
     hard: list[tuple[int, int, int, int, int]] = []  # (alo, ahi, blo, bhi, lower bound) with top block < Q
     hard_lb = 0
@@ -157,41 +160,56 @@ def decide_matches(a: Prepared, b: Prepared, need: int | None) -> int:
                 return found + hard_lb
             if found + open_ub < need:
                 return found + open_ub
-        alo, ahi, blo, bhi = stack.pop()
+        alo, ahi, blo, bhi, sub = stack.pop()
         w = min(ahi - alo, bhi - blo)
         k = 0
-        n = 16
-        while n_runs:
-            # Scan the longest runs first; a run no longer than the best clipped length so far cannot beat it
-            # (equal length could win the tie on position, hence the strict test).
-            n = min(n, n_runs)
-            s = np.maximum(np.maximum(ri[:n], alo), blo - rd[:n])
-            cl = np.minimum(np.minimum(re[:n], ahi), bhi - rd[:n]) - s
-            k = int(cl.max())
-            if n == n_runs or k > rk[n]:
-                break
-            n *= 4
+        child: np.ndarray | None = None
+        if sub is None:
+            n = 32
+            while n_runs:
+                # Longest runs first; a run no longer than the best clipped length so far cannot beat it
+                # (an equal one could still win the tie on position, hence the strict test).
+                n = min(n, n_runs)
+                s = np.maximum(np.maximum(ri[:n], alo), blo - rd[:n])
+                cl = np.minimum(np.minimum(re[:n], ahi), bhi - rd[:n]) - s
+                # One argmin ranks by (longest clipped, then smallest i, then smallest j = i + diag).
+                pick = int(np.argmin(s * lb2 + rd[:n] - cl * big))
+                k = int(cl[pick])
+                if n == n_runs:
+                    child = np.flatnonzero(cl > 0)
+                    break
+                if k > rk[n]:
+                    break
+                n *= 8
+            i = int(s[pick]) if n_runs else 0
+            j = i + int(rd[pick]) if n_runs else 0
+        elif sub.size:
+            rd_s = rd[sub]
+            s = np.maximum(np.maximum(ri[sub], alo), blo - rd_s)
+            cl = np.minimum(np.minimum(re[sub], ahi), bhi - rd_s) - s
+            pick = int(np.argmin(s * lb2 + rd_s - cl * big))
+            k = int(cl[pick])
+            child = sub[cl > 0]
+            i = int(s[pick])
+            j = i + int(rd_s[pick])
         if k < Q:
             hard.append((alo, ahi, blo, bhi, max(k, 0)))
             hard_lb += max(k, 0)
             continue
         open_ub -= w
-        idx = np.flatnonzero(cl == k)
-        si = s[idx]
-        sel = idx[np.lexsort((si + rd[idx], si))[0]]  # smallest i, then smallest j
-        i = int(s[sel])
-        j = i + int(rd[sel])
         found += k
         if alo < i and blo < j:
-            stack.append((alo, i, blo, j))
+            stack.append((alo, i, blo, j, child))
             open_ub += min(i - alo, j - blo)
         if i + k < ahi and j + k < bhi:
-            stack.append((i + k, ahi, j + k, bhi))
+            stack.append((i + k, ahi, j + k, bhi, child))
             open_ub += min(ahi - i - k, bhi - j - k)
     return _finish_hard(a.s, b.s, found, hard, need)
 
 
-def _finish_hard(a: str, b: str, found: int, hard: list[tuple[int, int, int, int, int]], need: int | None) -> int:
+def _finish_hard(
+    a: str, b: str, found: int, hard: list[tuple[int, int, int, int, int]], need: int | None
+) -> int:
     """Resolve rectangles without a long block: LCS upper bounds first, then the exact compiled matcher."""
     if need is None:
         return found + sum(_compiled_matches(a[x0:x1], b[y0:y1]) for x0, x1, y0, y1, _ in hard)

@@ -19,7 +19,13 @@ from transformers.utils import logging as hf_logging
 
 from gigpo.models.devices import resolve_device, resolve_dtype
 from gigpo.models.lora import apply_lora, quiet_peft, validate_lora
-from gigpo.models.smollm2 import SMOLLM2_NAMES, cached_smollm2, ensure_smollm2, smollm2_gguf_path
+from gigpo.models.smollm2 import (
+    SMOLLM2_NAMES,
+    cached_smollm2,
+    ensure_smollm2,
+    require_gguf_reader,
+    smollm2_gguf_path,
+)
 from gigpo.models.tiny import build_tiny, tiny_config
 
 TINY_NAME = "tiny"
@@ -104,7 +110,7 @@ def resolve_model_source(name: str, *, cache_dir: str | None = None) -> str:
     """Validate ``name`` and return what :func:`load_model` would load, without loading any weights.
 
     ``"tiny"`` -> ``"tiny"``; ``"smollm2-135m"`` -> the converted cache directory if present, else the GGUF file
-    (to be converted on first load); an existing directory -> its absolute path (must contain config.json);
+    (to be converted on first load; needs the ``gguf`` package); an existing directory -> its absolute path (must contain config.json);
     an HF hub id -> its snapshot directory in the local HF cache. Raises ValueError for a non-string/empty name,
     FileNotFoundError naming the path / id / cache that was looked in otherwise.
     """
@@ -114,7 +120,11 @@ def resolve_model_source(name: str, *, cache_dir: str | None = None) -> str:
         return TINY_NAME
     if name.lower() in SMOLLM2_NAMES:
         cached = cached_smollm2(cache_dir)
-        return str(cached) if cached is not None else str(smollm2_gguf_path())
+        if cached is not None:
+            return str(cached)
+        gguf = smollm2_gguf_path()
+        require_gguf_reader()
+        return str(gguf)
     path = _resolve_path(name)
     return str(path if path is not None else _resolve_hub_id(name))
 
@@ -145,6 +155,33 @@ def _saved_marker(path: Path) -> dict[str, Any] | None:
     return json.loads(marker.read_text()) if marker.is_file() else None
 
 
+def check_load_options(
+    name_or_path: str,
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+    lora: dict[str, Any] | None = None,
+    cache_dir: str | None = None,
+    tiny: dict[str, Any] | None = None,
+) -> str:
+    """Validate every option of :func:`load_model` without loading weights; return the model source.
+
+    For a config check that must fail before anything heavy runs. Raises ValueError (bad device/dtype/lora/tiny
+    option) or FileNotFoundError (missing model, package or cache entry), with messages naming what was
+    looked for.
+    """
+    dev = resolve_device(device)
+    resolve_dtype(dtype, dev)
+    if lora is not None:
+        validate_lora(lora)
+    if tiny is not None and name_or_path != TINY_NAME:
+        raise ValueError(f"tiny options given but model is {name_or_path!r}, not {TINY_NAME!r}")
+    source = resolve_model_source(name_or_path, cache_dir=cache_dir)
+    if source == TINY_NAME:
+        tiny_config(tiny)
+    return source
+
+
 def load_model(
     name_or_path: str,
     *,
@@ -164,16 +201,15 @@ def load_model(
     A directory written by :func:`save_pretrained` with an adapter reloads base + adapter exactly (trainable);
     passing a different ``lora`` for it is an error. Options are validated before any weights load.
     """
+    source = check_load_options(
+        name_or_path, device=device, dtype=dtype, lora=lora, cache_dir=cache_dir, tiny=tiny
+    )
     dev = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, dev)
     lora_cfg = validate_lora(lora) if lora is not None else None
-    if tiny is not None and name_or_path != TINY_NAME:
-        raise ValueError(f"tiny options given but model is {name_or_path!r}, not {TINY_NAME!r}")
-    source = resolve_model_source(name_or_path, cache_dir=cache_dir)
     saved_adapter: Path | None = None
 
     if source == TINY_NAME:
-        tiny_config(tiny)  # validate first
         model, tokenizer = build_tiny(tiny, seed)
         model = model.to(torch_dtype)
         source = f"tiny (random-init LlamaForCausalLM, seed={seed}, overrides={tiny or {}})"

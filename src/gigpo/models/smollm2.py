@@ -91,9 +91,10 @@ def cached_smollm2(cache_dir: str | os.PathLike[str] | None = None) -> Path | No
     return path if _cache_is_valid(path, stamp) else None
 
 
-def _require_gguf_reader() -> None:
+def require_gguf_reader() -> None:
+    """FileNotFoundError (with the install command) when the one-time conversion's ``gguf`` package is missing."""
     if importlib.util.find_spec("gguf") is None:
-        raise ModuleNotFoundError(
+        raise FileNotFoundError(
             f"converting the bundled SmolLM2 GGUF needs the 'gguf' package (one-time). Install it with: {INSTALL_HINT}"
         )
 
@@ -109,7 +110,7 @@ def convert_smollm2(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = smollm2_gguf_path()
-    _require_gguf_reader()
+    require_gguf_reader()
     final = smollm2_cache_path(cache_dir)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f".{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"

@@ -14,8 +14,11 @@ PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIAL_TOKENS: tuple[str, ...] = (PAD, BOS, EOS, UNK)
 #: Whitespace characters are tokens of their own, so decode(encode(text)) == text for any ASCII text.
 WHITESPACE: tuple[str, ...] = tuple(c for c in string.printable if c.isspace())
-#: The 94 visible ASCII characters; each is a word-start piece and a "##" continuation piece.
+#: The 94 visible ASCII characters: each is a token; the 62 that can occur inside a word (letters, digits; every
+#: ASCII punctuation char is split off by the pre-tokenizer) also get a "##" continuation piece.
 VISIBLE_ASCII: tuple[str, ...] = tuple(c for c in string.printable if not c.isspace())
+#: A few non-ASCII symbols that env texts use (sokoban's box-on-target "√") or that typographic text brings.
+EXTRA_CHARS: tuple[str, ...] = tuple("√×°·•–—‘’“”…")
 
 
 def _pre_tokenizer() -> pre_tokenizers.PreTokenizer:
@@ -34,8 +37,13 @@ def _is_single_word(word: str) -> bool:
     return len(pieces) == 1 and pieces[0][0] == word
 
 
+def _continuations(chars: tuple[str, ...]) -> tuple[str, ...]:
+    # A "##c" piece is reachable only if c can follow another character inside one pre-token.
+    return tuple("##" + c for c in chars if _is_single_word("a" + c))
+
+
 def tiny_vocab(extra_words: tuple[str, ...] = (), english: bool = True) -> list[str]:
-    """The ordered vocabulary: specials, whitespace, ASCII chars, "##"-continuations, env words, English words.
+    """The ordered vocabulary: specials, whitespace, chars, reachable "##"-continuations, env words, English words.
 
     Duplicates are dropped (first occurrence wins). ``extra_words`` must each be a single pre-token (letters,
     digits, no whitespace or punctuation), otherwise they could never be emitted as one token.
@@ -44,7 +52,8 @@ def tiny_vocab(extra_words: tuple[str, ...] = (), english: bool = True) -> list[
     if bad:
         raise ValueError(f"extra_words must be single words without whitespace/punctuation, got {bad!r}")
     words = ENV_WORDS + (COMMON_WORDS if english else ()) + tuple(extra_words)
-    ordered = SPECIAL_TOKENS + WHITESPACE + VISIBLE_ASCII + tuple("##" + c for c in VISIBLE_ASCII) + words
+    chars = VISIBLE_ASCII + EXTRA_CHARS
+    ordered = SPECIAL_TOKENS + WHITESPACE + chars + _continuations(chars) + words
     return list(dict.fromkeys(ordered))
 
 
@@ -52,24 +61,23 @@ def tiny_vocab(extra_words: tuple[str, ...] = (), english: bool = True) -> list[
 def tiny_tokenizer(extra_words: tuple[str, ...] = (), english: bool = True) -> PreTrainedTokenizerFast:
     """The tiny model's tokenizer (built offline, cached per process: treat the returned object as read-only).
 
-    Vocabulary (default 649 tokens = 4 specials + 6 whitespace + 94 ASCII chars + 94 "##" continuations
-    + 93 env words + 358 further English words; ``english=False``: 291 tokens, no English words). WordPiece runs
-    over pre-tokens split at every whitespace and punctuation character. Consequences:
+    Vocabulary (default 632 tokens = 4 specials + 6 whitespace + 94 ASCII + 12 extra symbols + 65 reachable "##"
+    continuations + 93 env words + 358 further English words; ``english=False``: 274 tokens, no English words).
+    WordPiece runs over pre-tokens split at every whitespace and punctuation character. Consequences:
 
     * Any printable-ASCII text encodes without ``<unk>``: a word not in the vocabulary spells out as
       ``c ##c ##c ...``; ``decode(encode(text)) == text`` exactly (whitespace are tokens; the decoder strips
-      "##" and concatenates). Non-ASCII words map to ``<unk>``.
-    * Every env action word ("up", "left", "search", "click", "buy", "answer", ...) and every format tag piece
-      ("<", "think", "action", ">", "/") is ONE token.
+      "##" and concatenates). A word with other non-ASCII characters than :data:`EXTRA_CHARS` maps to ``<unk>``.
+    * Every env action word ("up", "left", "search", "click", "buy", "answer", ...), every grid symbol and every
+      format tag piece ("<", "think", "action", ">", "/") is ONE token.
 
     Why (exploration): a random-init model's next-token distribution is close to uniform over the V tokens,
     so a given action word has probability ~1/V per position and "one of the 4 moves" ~4/V. Measured on the
-    default tiny model (5 seeds, a grid prompt): P(first response token is a move) = 0.55-0.68 % (V=649) and
-    1.3-1.5 % (V=291); 8-token sampled responses contain a move word 0-8 % / 6-17 % of the time. A
+    default tiny model (5 seeds, a gridgoal prompt): P(first response token is a move) = 0.53-0.66 % (V=632)
+    and 1.3-1.5 % (V=274); 8-token sampled responses contain a move word 0.4-7 % / 5-13 % of the time. A
     character-level vocabulary would need "left" spelled out (~(1/V)^4) and a 49k-token vocabulary dilutes
     each action ~75x more, so only a word-level action vocabulary lets random rollouts hit valid actions often
-    enough for RL to reinforce them. Use ``english=False`` (``tiny={"english_words": False}``) for the fastest
-    start.
+    enough for RL to reinforce them. ``english=False`` (``tiny={"english_words": False}``) starts fastest.
 
     Special tokens: pad ``<pad>``, bos ``<s>``, eos ``</s>``, unk ``<unk>``; ``padding_side="left"`` (generation);
     no chat template (the prompt builder falls back to plain text).

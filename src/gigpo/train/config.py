@@ -56,6 +56,9 @@ class PromptConfig:
     #: "plain": the response's first line is the action; "think-action": ``<think>…</think><action>…</action>``.
     format: Literal["plain", "think-action"] = "plain"
     history_length: int = 2  #: last-k (observation, action) pairs shown in the prompt
+    #: include the env's rules as the system message (a random-init model cannot read them; dropping the constant
+    #: text makes its steps several times cheaper)
+    instructions: bool = True
     show_admissible: bool = True  #: list the admissible actions when the env knows them
     max_prompt_tokens: int = 2048  #: history shrinks, then the observation is truncated to fit
     require_think: bool = False  #: with "think-action", a response without <think>…</think> is invalid

@@ -41,7 +41,8 @@ def env_factory(cfg: Config, split: str | None = None):
 
 def build_collector(cfg: Config, engine: Any, tokenizer: Any, split: str | None = None) -> Collector:
     r = cfg.rollout
-    builder = PromptBuilder(tokenizer, cfg.prompt.max_prompt_tokens, cfg.prompt.format, cfg.prompt.show_admissible)
+    builder = PromptBuilder(tokenizer, cfg.prompt.max_prompt_tokens, cfg.prompt.format, cfg.prompt.show_admissible,
+                            include_instructions=cfg.prompt.instructions)
     return Collector(
         env_factory(cfg, split), engine, builder, max_steps=r.max_steps, max_response_tokens=r.max_response_tokens,
         temperature=r.temperature, top_p=r.top_p, invalid_penalty=r.invalid_penalty,

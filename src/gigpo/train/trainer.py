@@ -281,19 +281,20 @@ class Trainer:
             L = logp.shape[1]
             old_lp = _right_align([old[r] for r in rows], L).to(logp.device)
             a = adv_t[rows].to(logp.device)
+            # seq-sum-over-constant: Σ_t / max_response_tokens per row, averaged over rows (Dr. GRPO).
+            const = float(self.cfg.rollout.max_response_tokens * len(rows))
             pg, st = policy_loss(
                 logp, old_lp, a, mask, clip_low=o.clip_low, clip_high=o.clip_high, agg=o.loss_agg,
-                agg_constant=self.cfg.rollout.max_response_tokens,
+                agg_constant=const,
             )
             loss = pg
-            ent_mean = aggregate(ent, mask, o.loss_agg, self.cfg.rollout.max_response_tokens)
+            ent_mean = aggregate(ent, mask, o.loss_agg, const)
             if o.entropy_coef:
                 loss = loss - o.entropy_coef * ent_mean
             kl_val = torch.zeros(())
             if ref is not None:
                 ref_lp = _right_align([ref[r] for r in rows], L).to(logp.device)
-                kl_val = aggregate(kl_penalty(logp, ref_lp, o.kl_kind), mask,
-                                   o.loss_agg, self.cfg.rollout.max_response_tokens)
+                kl_val = aggregate(kl_penalty(logp, ref_lp, o.kl_kind), mask, o.loss_agg, const)
                 loss = loss + o.kl_coef * kl_val
             # Exact gradient accumulation: weight each micro-batch by its share of the mini-batch's denominator.
             weight = (mask.sum().item() / max(tokens_total, 1)) if o.loss_agg == "token-mean" else len(rows) / len(mb)

@@ -9,7 +9,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gigpo.models import tiny_tokenizer
-from gigpo.models.tokenizer import tiny_vocab
+from gigpo.models.tokenizer import EXTRA_CHARS, tiny_vocab
 from gigpo.models.vocab import ENV_WORDS
 
 ACTIONS = [
@@ -38,6 +38,8 @@ ENV_TEXTS = [
     "click[< Prev]",
     "Question: who wrote Hamlet?\t Answer: <answer>William Shakespeare</answer>\r\n",
     "  double  spaces and ### hashes ## and x##y",
+    "######\n#_√P_#\n#_XO_#\n######",
+    "It’s 20°C — “fine”… 3×4 √2",
 ]
 
 
@@ -50,7 +52,7 @@ def test_round_trip_env_texts(text: str) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text(alphabet=string.printable, max_size=60))
+@given(st.text(alphabet=string.printable + "".join(EXTRA_CHARS), max_size=60))
 def test_round_trip_any_printable_ascii(text: str) -> None:
     tok = tiny_tokenizer()
     # Like every HF tokenizer, literal special-token strings in text ("</s>") encode as the special tokens.
@@ -95,8 +97,8 @@ def test_specials_padding_and_no_chat_template() -> None:
 
 
 def test_vocab_size_and_cache() -> None:
-    assert len(tiny_tokenizer()) == len(tiny_vocab()) == 649
-    assert len(tiny_tokenizer(english=False)) == len(tiny_vocab(english=False)) == 291
+    assert len(tiny_tokenizer()) == len(tiny_vocab()) == 632
+    assert len(tiny_tokenizer(english=False)) == len(tiny_vocab(english=False)) == 274
     assert tiny_tokenizer() is tiny_tokenizer()
 
 
@@ -107,3 +109,25 @@ def test_extra_words() -> None:
         tiny_vocab(("two words",))
     with pytest.raises(ValueError, match="single words"):
         tiny_vocab(("a-b",))
+
+
+@pytest.mark.parametrize("name", ["gridgoal", "sokoban", "frozenlake", "webshop", "search"])
+def test_builtin_env_texts_encode_exactly(name: str) -> None:
+    """The real built-in envs: instructions + first observation round trip; simple actions are one token each."""
+    from gigpo.envs.registry import list_envs, make
+
+    if name not in list_envs():
+        pytest.skip(f"env {name!r} not registered")
+    tok = tiny_tokenizer()
+    env = make(name)
+    try:
+        obs, info = env.reset(0)
+        text = f"{env.instructions}\n{info.get('task', '')}\n{obs}"
+        ids = tok(text)["input_ids"]
+        assert tok.unk_token_id not in ids
+        assert tok.decode(ids) == text
+        for action in info.get("admissible_actions") or []:
+            if action.isalpha():
+                assert len(tok(action)["input_ids"]) == 1, action
+    finally:
+        env.close()

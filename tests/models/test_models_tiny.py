@@ -29,19 +29,19 @@ def test_bundle_fields_and_defaults() -> None:
     cfg = b.model.config
     assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads) == (64, 2, 4)
     assert (cfg.intermediate_size, cfg.max_position_embeddings) == (128, 1024)
-    assert cfg.vocab_size == len(b.tokenizer) == 649
+    assert cfg.vocab_size == len(b.tokenizer) == 632
     assert b.device == torch.device("cpu") and b.dtype == torch.float32
     assert next(b.model.parameters()).dtype == torch.float32
     assert not b.model.training
     assert b.has_chat_template is False and b.lora is None
     assert b.source.startswith("tiny")
-    assert sum(p.numel() for p in b.model.parameters()) == 123_776
+    assert sum(p.numel() for p in b.model.parameters()) == 122_688
 
 
 def test_overrides_and_bad_overrides() -> None:
     b = load_model("tiny", tiny={"hidden_size": 32, "num_hidden_layers": 1, "english_words": False})
     assert b.model.config.hidden_size == 32 and b.model.config.num_hidden_layers == 1
-    assert b.model.config.vocab_size == len(b.tokenizer) == 291
+    assert b.model.config.vocab_size == len(b.tokenizer) == 274
     with pytest.raises(ValueError, match="unknown tiny model option"):
         load_model("tiny", tiny={"hidden": 32})
     with pytest.raises(ValueError, match="divisible"):

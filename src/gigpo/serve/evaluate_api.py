@@ -1,0 +1,323 @@
+"""Prompting baselines: evaluate an OpenAI-compatible model as the agent, one resumable unit per episode seed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gigpo.serve.chat_prompt import ChatPromptBuilder
+from gigpo.serve.client import APIError, ChatClient, Usage
+from gigpo.serve.engine import OpenAIEngine
+from gigpo.train.config import Config, ConfigError, load_config
+from gigpo.train.evaluate import build_collector, eval_seeds
+
+RESULTS = "results.jsonl"
+META = "meta.json"
+SUMMARY = "summary.json"
+#: Characters per token assumed when turning ``prompt.max_prompt_tokens`` into the API's character budget.
+CHARS_PER_TOKEN = 4
+
+
+@dataclass
+class EpisodeResult:
+    """One episode seed's outcome; ``failed`` episodes (API gave up, or the env raised) are rerun on resume."""
+
+    index: int
+    seed: int
+    won: bool = False
+    score: float = 0.0
+    episode_return: float = 0.0
+    length: int = 0
+    invalid_steps: int = 0
+    failed: bool = False
+    error: str = ""
+    data_source: str = ""
+    usage: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    #: (observation, response text, action or error, reward) per step, as the collector records them
+    transcript: list = field(default_factory=list)
+
+
+def run_episode(cfg: Config, client: ChatClient, model: str, seed: int, index: int, *, temperature: float,
+                max_prompt_chars: int, engine_options: dict | None = None) -> EpisodeResult:
+    """Run one episode with the training collector (same env wiring, history window, parsing and step cap).
+
+    Any exception — the API giving up after retries, an env crash — ends this episode as ``failed`` with the
+    error text; it never propagates, so the other episodes continue.
+    """
+    engine = OpenAIEngine(client, model, **(engine_options or {}))
+    # build_collector is the trainer's own wiring (max_steps, invalid penalty, history length, ...); only the
+    # prompt builder differs: messages for the server's chat template instead of token ids.
+    collector = build_collector(cfg, engine, tokenizer=None, split="test")
+    collector.prompts = ChatPromptBuilder(max_prompt_chars, cfg.prompt.format, cfg.prompt.show_admissible)
+    started = time.monotonic()
+    res = EpisodeResult(index=index, seed=int(seed))
+    try:
+        batch = collector.collect([int(seed)], 1, temperature=temperature)
+        t = batch.trajectories[0]
+        res.won, res.score, res.episode_return = bool(t.won), float(t.score), float(t.episode_return)
+        res.length, res.invalid_steps, res.data_source = int(t.length), int(t.invalid_steps), t.data_source
+        res.failed, res.error = bool(t.failed), t.error
+        res.transcript = [list(x) for x in t.transcript]
+    except APIError as e:
+        res.failed, res.error = True, f"API: {e}"
+    except Exception as e:  # noqa: BLE001 - one broken episode must not stop the evaluation
+        res.failed, res.error = True, f"{type(e).__name__}: {e}"
+    finally:
+        collector.close()
+    res.usage = engine.usage.to_dict()
+    res.seconds = round(time.monotonic() - started, 3)
+    return res
+
+
+def load_results(out_dir: Path) -> dict[int, EpisodeResult]:
+    """The newest record per seed in ``results.jsonl`` (a torn last line from a crash is ignored)."""
+    path = out_dir / RESULTS
+    out: dict[int, EpisodeResult] = {}
+    if not path.exists():
+        return out
+    for line in path.read_text().splitlines():
+        try:
+            rec = EpisodeResult(**json.loads(line))
+        except (ValueError, TypeError):
+            continue
+        out[rec.seed] = rec
+    return out
+
+
+def summarize(results: list[EpisodeResult]) -> dict[str, Any]:
+    """Means over finished (non-failed) episodes; invalid-action rate = Σ invalid steps / Σ steps; usage summed
+    over every attempt, failed ones included (they cost tokens too)."""
+    ok = [r for r in results if not r.failed]
+    n = max(len(ok), 1)
+    steps = max(sum(r.length for r in ok), 1)
+    usage = Usage()
+    for r in results:
+        usage.add(Usage(**r.usage))
+    out: dict[str, Any] = {
+        "episodes": len(results),
+        "failed": len(results) - len(ok),
+        "success_rate": sum(r.won for r in ok) / n,
+        "score": sum(r.score for r in ok) / n,
+        "episode_return": sum(r.episode_return for r in ok) / n,
+        "steps": sum(r.length for r in ok) / n,
+        "invalid_action_rate": sum(r.invalid_steps for r in ok) / steps,
+        **{f"usage/{k}": v for k, v in usage.to_dict().items()},
+    }
+    for src in sorted({r.data_source for r in ok if r.data_source}):
+        rs = [r for r in ok if r.data_source == src]
+        out[f"{src}/episodes"] = len(rs)
+        out[f"{src}/success_rate"] = sum(r.won for r in rs) / len(rs)
+        out[f"{src}/score"] = sum(r.score for r in rs) / len(rs)
+    return out
+
+
+def format_results(summary: dict[str, Any]) -> str:
+    """A markdown table of :func:`summarize` (counts as integers, rates with 4 decimals)."""
+    lines = ["| metric | value |", "|---|---|"]
+    for k, v in summary.items():
+        if "/" in k and not k.startswith("usage/"):
+            continue
+        lines.append(f"| {k} | {v} |" if isinstance(v, int) else f"| {k} | {v:.4f} |")
+    sources = sorted({k.split("/")[0] for k in summary if "/" in k and not k.startswith("usage/")})
+    if sources:
+        lines += ["", "| data source | episodes | success | score |", "|---|---|---|---|"]
+        lines += [f"| {s} | {summary[f'{s}/episodes']} | {summary[f'{s}/success_rate']:.4f} | "
+                  f"{summary[f'{s}/score']:.4f} |" for s in sources]
+    return "\n".join(lines)
+
+
+def _identity(cfg: Config, model: str, seed: int, temperature: float) -> dict[str, Any]:
+    """What must not change between a run and its resumption (URL, concurrency and episode count may)."""
+    c = cfg.to_dict()
+    return {"agent": f"openai:{model}", "seed": seed, "temperature": temperature, "env": c["env"],
+            "prompt": c["prompt"], "rollout": {k: v for k, v in c["rollout"].items() if k not in ("groups",
+                                                                                             "group_size")}}
+
+
+def _write_transcript(out_dir: Path, r: EpisodeResult) -> None:
+    lines = [f"seed {r.seed} (episode {r.index}): won={r.won} score={r.score} return={r.episode_return:.3f} "
+             f"steps={r.length} invalid={r.invalid_steps} failed={r.failed} {r.error}".rstrip(),
+             f"usage: {r.usage}", ""]
+    for t, (obs, text, action, reward) in enumerate(r.transcript):
+        lines += [f"--- step {t} (reward {reward:+.3f})", obs, f">>> response: {text!r}", f">>> action: {action}", ""]
+    (out_dir / "trajectories").mkdir(exist_ok=True)
+    (out_dir / "trajectories" / f"{r.index:05d}-seed{r.seed}.txt").write_text("\n".join(lines))
+
+
+def run_api_evaluation(
+    cfg: Config,
+    client: ChatClient,
+    model: str,
+    *,
+    episodes: int,
+    concurrency: int,
+    output_dir: str | Path,
+    seed: int | None = None,
+    temperature: float = 0.0,
+    max_prompt_chars: int | None = None,
+    engine_options: dict | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[dict[str, Any], list[EpisodeResult]]:
+    """Evaluate ``model`` on the held-out seeds ``eval_seeds(seed, episodes)`` (the same as ``gigpo eval
+    --checkpoint``), ``concurrency`` episodes at a time, each its own unit.
+
+    Every finished episode is appended to ``output_dir/results.jsonl`` at once (and its transcript written to
+    ``trajectories/``); a rerun skips seeds that finished without failure and retries the failed ones.
+    Returns the summary over all ``episodes`` seeds and their results in seed order.
+    """
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    seed = cfg.train.seed if seed is None else seed
+    ident = _identity(cfg, model, seed, temperature)
+    meta = out / META
+    if meta.exists():
+        old = json.loads(meta.read_text())
+        if old.get("identity") != ident:
+            raise ConfigError(f"{out} holds results of a different evaluation (agent, env, prompt, rollout, seed or "
+                              "temperature differ); choose another --output")
+    else:
+        meta.write_text(json.dumps({"identity": ident, "base_url": client.base_url}, indent=1))
+    chars = max_prompt_chars or CHARS_PER_TOKEN * cfg.prompt.max_prompt_tokens
+    seeds = eval_seeds(seed, episodes)
+    previous = load_results(out)
+    todo = [(i, s) for i, s in enumerate(seeds) if s not in previous or previous[s].failed]
+    say = progress or (lambda _msg: None)
+    if len(todo) < len(seeds):
+        say(f"resuming: {len(seeds) - len(todo)} of {len(seeds)} episodes already done in {out}")
+    results = {s: previous[s] for s in seeds if s in previous}
+    lock = threading.Lock()
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="gigpo-episode") as pool:
+        futures = [pool.submit(run_episode, cfg, client, model, s, i, temperature=temperature,
+                               max_prompt_chars=chars, engine_options=engine_options) for i, s in todo]
+        try:
+            for n, fut in enumerate(as_completed(futures), 1):
+                r = fut.result()
+                with lock:
+                    results[r.seed] = r
+                    with open(out / RESULTS, "a") as f:
+                        f.write(json.dumps(asdict(r)) + "\n")
+                        f.flush()
+                        os.fsync(f.fileno())
+                    _write_transcript(out, r)
+                status = "FAILED " + r.error[:160] if r.failed else ("won" if r.won else "lost")
+                say(f"[{n}/{len(todo)}] seed {r.seed}: {status} steps={r.length} invalid={r.invalid_steps} "
+                    f"tokens={r.usage.get('prompt_tokens', 0)}+{r.usage.get('completion_tokens', 0)} "
+                    f"retries={r.usage.get('retries', 0)}")
+        except KeyboardInterrupt:
+            for f in futures:
+                f.cancel()
+            raise
+    ordered = [results[s] for s in seeds]
+    summary = summarize(ordered)
+    (out / SUMMARY).write_text(json.dumps(summary, indent=1))
+    return summary, ordered
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gigpo eval", description="Evaluate an OpenAI-compatible model as the agent (prompting baseline), with "
+        "the same prompts and action parsing as training. Resumable: rerun with the same --output.")
+    p.add_argument("--agent", required=True, metavar="openai:MODEL", help="the model name the API expects")
+    p.add_argument("--base-url", required=True, help="e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1")
+    p.add_argument("--api-key-env", default=None, metavar="VAR",
+                   help="environment variable holding the API key (default: OPENAI_API_KEY if set, else no key)")
+    p.add_argument("--env", help="env name (default: the config's)")
+    p.add_argument("--episodes", type=int, default=64)
+    p.add_argument("--concurrency", type=int, default=8, help="episodes (and requests) in flight at once")
+    p.add_argument("--output", help="results directory (default: eval-api/<env>-<model>)")
+    p.add_argument("--config", help="YAML file, preset, or a run directory (its config.yaml); default quickstart")
+    p.add_argument("--seed", type=int, default=None, help="seed of the held-out set (default: train.seed)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per socket operation of a request")
+    p.add_argument("--max-retries", type=int, default=5)
+    p.add_argument("--max-prompt-chars", type=int, default=None,
+                   help=f"prompt budget in characters (default: {CHARS_PER_TOKEN} x prompt.max_prompt_tokens)")
+    p.add_argument("--max-tokens-field", default="max_tokens", choices=("max_tokens", "max_completion_tokens"))
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. "
+                   "rollout.max_response_tokens=256 prompt.format=think-action")
+    return p
+
+
+def _config_path(path: str | None) -> str | None:
+    if path and Path(path).is_dir() and (Path(path) / "config.yaml").exists():
+        return str(Path(path) / "config.yaml")
+    return path
+
+
+def _default_output(env: str, model: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in model)
+    return str(Path("eval-api") / f"{env}-{safe}")
+
+
+def eval_api_main(argv: list[str]) -> int:
+    """``gigpo eval --agent openai:MODEL --base-url URL ...`` (``argv``: the arguments after ``eval``).
+
+    Order: parse → config → API key → probe the server (unreachable / rejected key → exit 2 before any episode)
+    → episodes → results table on stdout. Returns 0, 1 when some episodes failed, 2 on bad input.
+    """
+    args = build_parser().parse_args(argv)
+
+    def fail(msg: str) -> int:
+        print(f"gigpo eval: error: {msg}", file=sys.stderr)
+        return 2
+
+    provider, _, model = args.agent.partition(":")
+    if provider != "openai" or not model:
+        return fail(f"--agent must be openai:MODEL, got {args.agent!r}")
+    if args.episodes < 1 or args.concurrency < 1:
+        return fail("--episodes and --concurrency must be >= 1")
+    overrides = list(args.overrides or [])
+    if args.env:
+        overrides.append(f"env.name={args.env}")
+    try:
+        cfg = load_config(_config_path(args.config), overrides)
+    except ConfigError as e:
+        return fail(str(e))
+    key_var = args.api_key_env or "OPENAI_API_KEY"
+    api_key = os.environ.get(key_var)
+    if args.api_key_env and not api_key:
+        return fail(f"--api-key-env {key_var}: the environment variable {key_var} is not set (or empty)")
+    try:
+        client = ChatClient(args.base_url, api_key, timeout=args.timeout, max_retries=args.max_retries,
+                            concurrency=args.concurrency, seed=cfg.train.seed)
+    except ValueError as e:
+        return fail(str(e))
+    try:
+        try:
+            note = client.probe(model)
+        except APIError as e:
+            hint = "" if api_key or e.status not in (401, 403) else f" (no key was sent: set {key_var})"
+            return fail(f"{e}{hint}")
+        print(f"gigpo eval: {note}", file=sys.stderr)
+        out = args.output or _default_output(cfg.env.name, model)
+        try:
+            summary, _ = run_api_evaluation(
+                cfg, client, model, episodes=args.episodes, concurrency=args.concurrency, output_dir=out,
+                seed=args.seed, temperature=args.temperature, max_prompt_chars=args.max_prompt_chars,
+                engine_options={"max_tokens_field": args.max_tokens_field},
+                progress=lambda m: print(m, file=sys.stderr, flush=True),
+            )
+        except ConfigError as e:
+            return fail(str(e))
+    except KeyboardInterrupt:
+        print("gigpo eval: interrupted; finished episodes are saved, rerun to resume", file=sys.stderr)
+        return 130
+    finally:
+        client.close()
+    print(format_results(summary))
+    print(f"results: {out}/{RESULTS}  transcripts: {out}/trajectories/")
+    if summary["failed"]:
+        print(f"gigpo eval: {summary['failed']} of {summary['episodes']} episodes failed (see results.jsonl; a rerun "
+              "retries them)", file=sys.stderr)
+        return 1
+    return 0
