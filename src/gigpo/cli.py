@@ -1,4 +1,4 @@
-"""`gigpo` command line: train, eval, envs, play, serve-retriever."""
+"""`gigpo` command line: train, eval, envs, play, sweep, serve, serve-retriever."""
 
 from __future__ import annotations
 
@@ -118,7 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("overrides", nargs="*", metavar="key=value")
     t.set_defaults(func=_train)
 
-    e = sub.add_parser("eval", help="evaluate a checkpoint (or a model) on held-out seeds")
+    e = sub.add_parser(
+        "eval", help="evaluate a checkpoint (or a model) on held-out seeds",
+        epilog="With --agent openai:MODEL --base-url URL an OpenAI-compatible API is the agent "
+               "(see `gigpo eval --agent openai:x --help`).",
+    )
     e.add_argument("--checkpoint", help="run dir (newest checkpoint), checkpoint dir, or saved model dir")
     e.add_argument("--model", help="evaluate a model by name instead (tiny, smollm2-135m, HF id/path)")
     e.add_argument("--config", help="YAML file or preset (default: the run's own config, else quickstart)")
@@ -141,14 +145,41 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("serve-retriever", help="serve a Search-R1-compatible /retrieve API from BM25 (see --help)",
                    add_help=False)
+    sub.add_parser("sweep", help="run a grid of training runs over seeds and aggregate them (see --help)",
+                   add_help=False)
+    sub.add_parser("serve", help="serve a checkpoint or model over an OpenAI-compatible API (see --help)",
+                   add_help=False)
     return p
+
+
+def _delegated(argv: list[str]) -> int | None:
+    """Subcommands with their own argument parsers (each module owns its flags)."""
+    if not argv:
+        return None
+    cmd, rest = argv[0], argv[1:]
+    if cmd == "serve-retriever":
+        return _serve_retriever(rest)
+    if cmd == "sweep":
+        from gigpo.train.sweep import sweep_main
+
+        return sweep_main(rest)
+    if cmd == "serve":
+        from gigpo.serve.server import serve_main
+
+        return serve_main(rest)
+    if cmd == "eval" and any(a == "--agent" or a.startswith("--agent=") for a in rest):
+        from gigpo.serve.evaluate_api import eval_api_main
+
+        return eval_api_main(rest)
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if argv and argv[0] == "serve-retriever":
-        return _serve_retriever(argv[1:])
+    delegated = _delegated(argv)
+    if delegated is not None:
+        return int(delegated)
     args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)
 

@@ -159,3 +159,89 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     # where() on logp *before* the product keeps 0·(−inf) out of both the value and the gradient.
     safe_logp = torch.where(p > 0, logp, torch.zeros_like(logp))
     return -(p * safe_logp).sum(-1)
+
+
+def gspo_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_low: float = 3e-4,
+    clip_high: float = 4e-4,
+    agg: str = "seq-mean-token-mean",
+    agg_constant: float | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """GSPO: sequence-level importance ratio and clipping (one ratio per response).
+
+    s_i = exp( (1/|y_i|) Σ_t (logp − old_logp) )  (geometric mean of the token ratios; log clamped to ±20),
+    L_i = −min(s_i · A_i, clip(s_i, 1 − clip_low, 1 + clip_high) · A_i), with A_i the row's advantage (B,).
+    L_i is broadcast over the row's tokens and reduced by :func:`aggregate`: ``seq-mean-token-mean`` is GSPO's
+    plain mean over sequences; ``token-mean`` weighs sequences by length. Rows with an empty mask contribute
+    nothing. Stats: ``clip_frac`` (share of sequences whose gradient the clip removes), ``clip_frac_low/high``,
+    ``approx_kl`` (token mean of old − new), ``ratio_mean``, ``ratio_max`` (sequence ratios), ``num_tokens``.
+    """
+    if logp.dim() != 2 or old_logp.shape != logp.shape:
+        raise ValueError(
+            f"logp and old_logp must both be (B, T); got {tuple(logp.shape)}, {tuple(old_logp.shape)}"
+        )
+    if not (0.0 <= clip_low < 1.0) or clip_high < 0.0:
+        raise ValueError(f"need 0 <= clip_low < 1 and clip_high >= 0, got {clip_low}, {clip_high}")
+    if advantages.dim() != 1 or advantages.shape[0] != logp.shape[0]:
+        raise ValueError(f"GSPO needs one advantage per row (B,), got {tuple(advantages.shape)}")
+    m = _weights(mask, logp)
+    on = m != 0
+    zero = torch.zeros_like(logp)
+    log_ratio = torch.where(on, logp - old_logp.detach(), zero)
+    seq_log_ratio = masked_mean(log_ratio, m, dim=-1).clamp(-_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
+    ratio = torch.exp(seq_log_ratio)  # (B,)
+    adv = advantages.to(logp.dtype).detach()
+    per_seq = -torch.minimum(ratio * adv, ratio.clamp(1.0 - clip_low, 1.0 + clip_high) * adv)
+    loss = aggregate(per_seq.unsqueeze(-1).expand_as(logp), m, agg, agg_constant)
+    with torch.no_grad():
+        rows = (m.sum(-1) > 0).to(logp.dtype)
+        n_rows = rows.sum().clamp(min=1)
+        low = (((ratio < 1.0 - clip_low) & (adv < 0)).to(logp.dtype) * rows).sum() / n_rows
+        high = (((ratio > 1.0 + clip_high) & (adv > 0)).to(logp.dtype) * rows).sum() / n_rows
+        stats = {
+            "clip_frac": float(low + high),
+            "clip_frac_low": float(low),
+            "clip_frac_high": float(high),
+            "approx_kl": float(masked_mean(-log_ratio, m)),
+            "ratio_mean": float((ratio * rows).sum() / n_rows),
+            "ratio_max": float(torch.where(rows > 0, ratio, torch.zeros_like(ratio)).max()) if rows.any() else 0.0,
+            "num_tokens": float(m.sum()),
+        }
+    return loss, stats
+
+
+def value_loss(
+    values: torch.Tensor, old_values: torch.Tensor, targets: torch.Tensor, clip: float = 0.2
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """PPO clipped value loss, one value per row (B,), mean over rows.
+
+    V_clip = V_old + clip(V − V_old, −ε_v, ε_v);  L = ½ · mean max((V − G)², (V_clip − G)²).
+    ``clip <= 0`` disables clipping (plain ½ MSE). Stats: ``vf_clip_frac`` (rows where the clipped term is the
+    larger), ``value_mean``, ``value_err`` (mean |V − G|).
+    """
+    if values.shape != old_values.shape or values.shape != targets.shape or values.dim() != 1:
+        raise ValueError(
+            f"values, old_values and targets must be equal (B,) shapes; got {tuple(values.shape)}, "
+            f"{tuple(old_values.shape)}, {tuple(targets.shape)}"
+        )
+    g = targets.detach().to(values.dtype)
+    v_old = old_values.detach().to(values.dtype)
+    unclipped = (values - g).square()
+    if clip > 0:
+        clipped = (v_old + (values - v_old).clamp(-clip, clip) - g).square()
+        per_row = torch.maximum(unclipped, clipped)
+        frac = float((clipped > unclipped).to(values.dtype).mean()) if values.numel() else 0.0
+    else:
+        per_row, frac = unclipped, 0.0
+    loss = 0.5 * per_row.mean() if values.numel() else values.sum() * 0.0
+    with torch.no_grad():
+        stats = {
+            "vf_clip_frac": frac,
+            "value_mean": float(values.mean()) if values.numel() else 0.0,
+            "value_err": float((values - g).abs().mean()) if values.numel() else 0.0,
+        }
+    return loss, stats

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import numbers
 import os
 from collections.abc import Hashable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -34,7 +35,7 @@ def _check(texts: Sequence[Hashable], threshold: float, metric: str) -> None:
             f"unknown similarity metric {metric!r}; expected one of {METRICS[:4]} ('state_key' is exact grouping "
             "on the env's state_key)"
         )
-    if not isinstance(threshold, (int, float)) or not (0.0 < float(threshold) <= 1.0):
+    if not isinstance(threshold, numbers.Real) or not (0.0 < float(threshold) <= 1.0):
         raise ValueError(f"similarity threshold must be in (0, 1], got {threshold!r}")
     if metric in TEXT_METRICS:
         for t in texts:

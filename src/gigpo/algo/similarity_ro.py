@@ -18,7 +18,7 @@ except ImportError:  # pragma: no cover - optional extra `gigpo[fast]`
 Q = 8  # seed length: blocks >= Q are found from exact q-gram hits, shorter ones by the compiled fallback
 _SMALL = 4096  # |a|*|b| below which the compiled matcher is cheaper than numpy set-up
 _B_LATIN1 = np.uint64(256)  # q-grams of codepoints < 256 pack injectively into 64 bits (Q == 8)
-_B_WIDE = np.uint64(0x100000001B3)  # generic polynomial base; collisions are caught by block verification
+_B_WIDE = np.uint64(0x100000001B3)  # generic polynomial base; hits are then verified char by char
 
 
 @dataclass
@@ -146,8 +146,8 @@ def decide_matches(a: Prepared, b: Prepared, need: int | None) -> int:
     ri, rd, rk = runs  # longest first
     re = ri + rk
     n_runs = ri.size
-    lb2 = 2 * lb + 2  # s*lb2 + diag orders by (i, j) since 0 <= i + diag = j < lb
-    big = lb2 * (la + 1)  # dominates any (i, j) term, so longer clipped length always ranks first
+    lb1 = lb + 1  # i*lb1 + j orders by (i, j) for blocks inside the rectangle (0 <= j < lb1)
+    big = 4 * (la + lb + 2) * (lb + 2)  # exceeds |i*lb1 + j| for every run, so a longer clip always ranks first
     found = 0
     # Rectangles carry the indices of runs meeting them once known (None: all runs, scanned longest first).
     stack: list[tuple[int, int, int, int, np.ndarray | None]] = [(0, la, 0, lb, None)]
@@ -173,7 +173,7 @@ def decide_matches(a: Prepared, b: Prepared, need: int | None) -> int:
                 s = np.maximum(np.maximum(ri[:n], alo), blo - rd[:n])
                 cl = np.minimum(np.minimum(re[:n], ahi), bhi - rd[:n]) - s
                 # One argmin ranks by (longest clipped, then smallest i, then smallest j = i + diag).
-                pick = int(np.argmin(s * lb2 + rd[:n] - cl * big))
+                pick = int(np.argmin(s * lb1 + s + rd[:n] - cl * big))
                 k = int(cl[pick])
                 if n == n_runs:
                     child = np.flatnonzero(cl > 0)
@@ -187,7 +187,7 @@ def decide_matches(a: Prepared, b: Prepared, need: int | None) -> int:
             rd_s = rd[sub]
             s = np.maximum(np.maximum(ri[sub], alo), blo - rd_s)
             cl = np.minimum(np.minimum(re[sub], ahi), bhi - rd_s) - s
-            pick = int(np.argmin(s * lb2 + rd_s - cl * big))
+            pick = int(np.argmin(s * lb1 + s + rd_s - cl * big))
             k = int(cl[pick])
             child = sub[cl > 0]
             i = int(s[pick])

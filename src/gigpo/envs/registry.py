@@ -14,13 +14,16 @@ from gigpo.envs.base import Env
 @dataclass(frozen=True)
 class EnvSpec:
     name: str
-    #: "module.path:Attribute" of the env class or factory, imported lazily so optional deps stay optional.
-    entry_point: str
+    #: "module.path:Attribute" of the env class or factory, imported lazily so optional deps stay optional;
+    #: or the class/factory itself.
+    entry_point: str | Callable[..., Env]
     description: str
     #: Keyword arguments applied before the user's (e.g. a noisy variant of a base env).
     defaults: tuple[tuple[str, Any], ...] = ()
 
     def load(self) -> Callable[..., Env]:
+        if callable(self.entry_point):
+            return self.entry_point
         module_name, _, attr = self.entry_point.partition(":")
         return getattr(importlib.import_module(module_name), attr)
 
@@ -28,7 +31,7 @@ class EnvSpec:
 _REGISTRY: dict[str, EnvSpec] = {}
 
 
-def register(name: str, entry_point: str, description: str, **defaults: Any) -> None:
+def register(name: str, entry_point: str | Callable[..., Env], description: str = "", **defaults: Any) -> None:
     """Register an env under ``name``. Re-registering a name replaces it (useful in notebooks)."""
     _REGISTRY[name] = EnvSpec(name, entry_point, description, tuple(sorted(defaults.items())))
 

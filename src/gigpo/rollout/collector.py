@@ -11,6 +11,7 @@ from gigpo.agent.parse import parse_response
 from gigpo.agent.prompt import PromptBuilder
 from gigpo.envs.base import Env
 from gigpo.rollout.batch import RolloutBatch, Trajectory
+from gigpo.rollout.concat import CONTEXT_POLICIES, MODES, fit_context, turn_suffix_ids
 from gigpo.rollout.engine import Engine
 
 log = logging.getLogger(__name__)
@@ -24,6 +25,10 @@ class _Slot:
     info: dict | None = None
     history: list[tuple[str, str]] | None = None
     active: bool = True
+    # concat mode: the first prompt, the token chunks after it (response + env tokens per turn), the live context
+    first: list[int] | None = None
+    chunks: list[list[int]] | None = None
+    context: list[int] | None = None
 
 
 class Collector:
@@ -34,6 +39,11 @@ class Collector:
     step. An unparseable/inadmissible response costs ``invalid_penalty``, leaves the env untouched and is recorded
     with ``action_valid=False``. An env that raises ends its trajectory as ``failed`` (rows dropped from training,
     excluded from statistics, a warning logged). Env instances are created lazily and reused across calls.
+
+    ``mode="concat"`` (see :mod:`gigpo.rollout.concat`): the prompt of turn t is the whole interaction so far as
+    one token sequence; when the next prompt plus ``max_response_tokens`` would exceed ``max_context_tokens``,
+    ``context_limit_policy`` ``"stop"`` ends the episode (``final_info["context_limit"] = True``) and
+    ``"truncate"`` drops the oldest turns (the first prompt always stays).
     """
 
     def __init__(
@@ -49,6 +59,9 @@ class Collector:
         invalid_penalty: float = -0.1,
         history_length: int = 2,
         require_think: bool = False,
+        mode: str = "step",
+        max_context_tokens: int = 0,
+        context_limit_policy: str = "stop",
     ):
         self.make_env = make_env
         self.engine = engine
@@ -61,6 +74,17 @@ class Collector:
         self.history_length = history_length
         self.require_think = require_think
         self._pool: list[Env] = []
+        self.set_mode(mode, max_context_tokens, context_limit_policy)
+
+    def set_mode(self, mode: str, max_context_tokens: int = 0, context_limit_policy: str = "stop") -> None:
+        """Switch between per-step prompts (``"step"``) and one concatenated sequence (``"concat"``)."""
+        if mode not in MODES or context_limit_policy not in CONTEXT_POLICIES:
+            raise ValueError(f"mode must be one of {MODES} and context_limit_policy one of {CONTEXT_POLICIES}")
+        if mode == "concat" and max_context_tokens <= self.max_response_tokens:
+            raise ValueError("max_context_tokens must exceed max_response_tokens in concat mode")
+        self.mode, self.max_context_tokens, self.context_limit_policy = mode, max_context_tokens, context_limit_policy
+        if mode == "concat":  # the first prompt must leave room for one response
+            self.prompts.max_tokens = min(self.prompts.max_tokens, max_context_tokens - self.max_response_tokens)
 
     def _envs(self, n: int) -> list[Env]:
         while len(self._pool) < n:
@@ -115,6 +139,14 @@ class Collector:
         return cap or 50
 
     def _prompt(self, s: _Slot) -> list[int]:
+        if self.mode == "concat":
+            if s.context is None:
+                s.first, s.chunks = self._step_prompt(s), []
+                s.context = s.first
+            return s.context
+        return self._step_prompt(s)
+
+    def _step_prompt(self, s: _Slot) -> list[int]:
         info = s.info or {}
         hist = s.history[-self.history_length:] if self.history_length else []
         return self.prompts.build(
@@ -149,6 +181,9 @@ class Collector:
         t.invalid_steps += int(not valid)
         if step + 1 >= self._cap(s.env):
             done = True
+        if self.mode == "concat" and not done and not self._extend_context(s, gen.token_ids, obs, new_info):
+            done = True
+            new_info = {**new_info, "context_limit": True}
         batch.add_row(
             group_id=t.group_id, traj_id=t.traj_id, step=step, reward=reward, done=bool(done), action_valid=valid,
             observation=obs_before, state_key=state_key, prompt_ids=prompt, response_ids=list(gen.token_ids),
@@ -163,6 +198,28 @@ class Collector:
             t.score = float(new_info.get("score", float(t.won)))
             t.data_source = str(new_info.get("data_source", ""))
             t.final_info = {k: v for k, v in new_info.items() if isinstance(v, (int, float, str, bool))}
+
+    def _extend_context(self, s: _Slot, response: list[int], obs: str, info: dict) -> bool:
+        """Next concat context = context + response (+ end-of-turn) + env tokens; False when it cannot fit."""
+        resp = list(response)
+        eos = list(getattr(self.engine, "eos_ids", []) or [])
+        if self.prompts.has_chat_template and eos and (not resp or resp[-1] not in eos):
+            resp.append(eos[0])  # a cut-off response still closes its assistant turn (an env token, masked)
+        tail = turn_suffix_ids(self.prompts, obs, info.get("admissible_actions"))
+        budget = self.max_context_tokens - self.max_response_tokens
+        if len(s.context) + len(resp) + len(tail) <= budget:
+            s.chunks.append(resp + tail)
+            s.context = s.context + resp + tail
+            return True
+        if self.context_limit_policy == "stop":
+            return False
+        # Units [resp_0 + env_1, ..., resp_{t-1} + env_t] then the newest response; the new env tokens always stay.
+        fit = fit_context(s.first, [*s.chunks, resp], tail, budget)
+        if fit is None:
+            return False
+        s.context, k = fit
+        s.chunks = [*s.chunks[k:], resp + tail] if k <= len(s.chunks) else [list(tail)]
+        return True
 
     def _fail(self, s: _Slot, where: str, e: Exception) -> None:
         s.active = False

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass
 
-from gigpo.agent.prompt import build_messages
+from gigpo.agent.prompt import PromptBuilder, build_messages
+
+#: PromptBuilder fields with no API counterpart (the budget is ``max_chars`` here; no tokenizer).
+TOKEN_ONLY_FIELDS = frozenset({"tokenizer", "max_tokens", "_warned"})
 
 
 @dataclass
@@ -21,7 +25,20 @@ class ChatPromptBuilder:
     max_chars: int = 8192
     fmt: str = "plain"
     show_admissible: bool = True
+    include_instructions: bool = True
     _warned: bool = False
+
+    @classmethod
+    def like(cls, builder: PromptBuilder, max_chars: int) -> ChatPromptBuilder:
+        """The API twin of a training builder: every semantic field copied (format, admissible list, whether the
+        env's instructions are included, ...). A PromptBuilder field this class does not know is an error, so the
+        two paths cannot silently drift apart when training prompts gain an option."""
+        mine = {f.name for f in dataclasses.fields(cls)}
+        theirs = {f.name for f in dataclasses.fields(builder)} - TOKEN_ONLY_FIELDS
+        unknown = sorted(theirs - mine)
+        if unknown:
+            raise TypeError(f"PromptBuilder option(s) {unknown} have no ChatPromptBuilder counterpart")
+        return cls(max_chars=max_chars, **{k: getattr(builder, k) for k in theirs})
 
     def build(
         self,
@@ -32,6 +49,8 @@ class ChatPromptBuilder:
         admissible: list[str] | None,
     ) -> list[dict[str, str]]:
         adm = admissible if self.show_admissible else None
+        if not self.include_instructions:
+            instructions = ""
         hist = list(history)
         while True:
             msgs = build_messages(instructions, task, hist, observation, adm, self.fmt)

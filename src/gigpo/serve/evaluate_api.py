@@ -58,7 +58,7 @@ def run_episode(cfg: Config, client: ChatClient, model: str, seed: int, index: i
     # build_collector is the trainer's own wiring (max_steps, invalid penalty, history length, ...); only the
     # prompt builder differs: messages for the server's chat template instead of token ids.
     collector = build_collector(cfg, engine, tokenizer=None, split="test")
-    collector.prompts = ChatPromptBuilder(max_prompt_chars, cfg.prompt.format, cfg.prompt.show_admissible)
+    collector.prompts = ChatPromptBuilder.like(collector.prompts, max_prompt_chars)
     started = time.monotonic()
     res = EpisodeResult(index=index, seed=int(seed))
     try:
@@ -175,6 +175,9 @@ def run_api_evaluation(
     ``trajectories/``); a rerun skips seeds that finished without failure and retries the failed ones.
     Returns the summary over all ``episodes`` seeds and their results in seed order.
     """
+    if getattr(cfg.rollout, "mode", "step") != "step":
+        raise ConfigError("rollout.mode=concat feeds the model one growing token sequence; an API agent gets "
+                          "per-step chat messages — evaluate it with rollout.mode=step")
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     seed = cfg.train.seed if seed is None else seed
@@ -196,27 +199,28 @@ def run_api_evaluation(
         say(f"resuming: {len(seeds) - len(todo)} of {len(seeds)} episodes already done in {out}")
     results = {s: previous[s] for s in seeds if s in previous}
     lock = threading.Lock()
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="gigpo-episode") as pool:
-        futures = [pool.submit(run_episode, cfg, client, model, s, i, temperature=temperature,
-                               max_prompt_chars=chars, engine_options=engine_options) for i, s in todo]
-        try:
-            for n, fut in enumerate(as_completed(futures), 1):
-                r = fut.result()
-                with lock:
-                    results[r.seed] = r
-                    with open(out / RESULTS, "a") as f:
-                        f.write(json.dumps(asdict(r)) + "\n")
-                        f.flush()
-                        os.fsync(f.fileno())
-                    _write_transcript(out, r)
-                status = "FAILED " + r.error[:160] if r.failed else ("won" if r.won else "lost")
-                say(f"[{n}/{len(todo)}] seed {r.seed}: {status} steps={r.length} invalid={r.invalid_steps} "
-                    f"tokens={r.usage.get('prompt_tokens', 0)}+{r.usage.get('completion_tokens', 0)} "
-                    f"retries={r.usage.get('retries', 0)}")
-        except KeyboardInterrupt:
-            for f in futures:
-                f.cancel()
-            raise
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="gigpo-episode")
+    futures = [pool.submit(run_episode, cfg, client, model, s, i, temperature=temperature,
+                           max_prompt_chars=chars, engine_options=engine_options) for i, s in todo]
+    try:
+        for n, fut in enumerate(as_completed(futures), 1):
+            r = fut.result()
+            with lock:
+                results[r.seed] = r
+                with open(out / RESULTS, "a") as f:
+                    f.write(json.dumps(asdict(r)) + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+                _write_transcript(out, r)
+            status = "FAILED " + r.error[:160] if r.failed else ("won" if r.won else "lost")
+            say(f"[{n}/{len(todo)}] seed {r.seed}: {status} steps={r.length} invalid={r.invalid_steps} "
+                f"tokens={r.usage.get('prompt_tokens', 0)}+{r.usage.get('completion_tokens', 0)} "
+                f"retries={r.usage.get('retries', 0)}")
+    except KeyboardInterrupt:
+        # Queued episodes are dropped; running ones finish in the background (their results are not recorded).
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     ordered = [results[s] for s in seeds]
     summary = summarize(ordered)
     (out / SUMMARY).write_text(json.dumps(summary, indent=1))
@@ -299,6 +303,11 @@ def eval_api_main(argv: list[str]) -> int:
             hint = "" if api_key or e.status not in (401, 403) else f" (no key was sent: set {key_var})"
             return fail(f"{e}{hint}")
         print(f"gigpo eval: {note}", file=sys.stderr)
+        if not cfg.prompt.instructions or cfg.rollout.max_response_tokens < 16:
+            print("gigpo eval: note: this config is tuned for the tiny model (prompt.instructions="
+                  f"{cfg.prompt.instructions}, rollout.max_response_tokens={cfg.rollout.max_response_tokens}); for "
+                  "an API model pass e.g. prompt.instructions=true rollout.max_response_tokens=512 "
+                  "prompt.format=think-action (docs/serving.md)", file=sys.stderr)
         out = args.output or _default_output(cfg.env.name, model)
         try:
             summary, _ = run_api_evaluation(

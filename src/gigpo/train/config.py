@@ -75,12 +75,23 @@ class RolloutConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     invalid_penalty: float = -0.1  #: reward of an unparseable or inadmissible response (state unchanged)
+    #: "step": a fresh prompt per turn (history window); "concat": the whole interaction is one sequence (RAGEN)
+    mode: Literal["step", "concat"] = "step"
+    max_context_tokens: int = 0  #: concat: sequence limit incl. the next response; 0 = the model's max positions
+    #: concat, when the next turn would not fit: "stop" ends the episode, "truncate" drops the oldest turns
+    context_limit_policy: Literal["stop", "truncate"] = "stop"
+    #: DAPO: drop groups whose episode returns are all equal, collect more rounds until ``groups`` groups are kept
+    dynamic_sampling: bool = False
+    max_rounds: int = 4  #: dynamic sampling: at most this many collection rounds per iteration
+    #: DAPO soft overlong punishment: buffer as a fraction of max_response_tokens (0 = off)
+    overlong_buffer: float = 0.0
+    overlong_penalty: float = 1.0  #: reward added at the full length is -overlong_penalty (linear ramp)
 
 
 @dataclass
 class AlgorithmConfig:
-    """Advantage estimator. ``name``: gigpo | grpo | rloo | grpo+step | rloo+step (the ``+step`` forms are GiGPO
-    with that episode estimator)."""
+    """Advantage estimator and loss. ``name``: gigpo | grpo | rloo | grpo+step | rloo+step | dapo | dapo+step |
+    gspo | gspo+step | ppo | ppo+step | reinforce++ (``+step`` adds GiGPO's step-level term; docs/algorithms.md)."""
 
     name: str = "gigpo"
     episode_estimator: Literal["grpo", "rloo"] = "grpo"  #: episode-level term used by ``gigpo``
@@ -88,6 +99,13 @@ class AlgorithmConfig:
     step_weight: float = 1.0  #: ω in A = A_E + ω A_S
     normalize: Literal["mean_std", "mean"] = "mean_std"
     compat: Any = None  #: None or "verl-agent" (reproduce the official code's numerics)
+    #: ppo: "auto"/"value_head" (linear head on the policy's last hidden state); "none" is an error for ppo
+    critic: Literal["auto", "none", "value_head"] = "auto"
+    gae_lambda: float = 0.95  #: ppo: λ of GAE over agent turns (γ = algorithm.gamma)
+    value_coef: float = 0.5  #: ppo: weight of the value loss
+    value_clip: float = 0.2  #: ppo: ε of the clipped value loss (0 = unclipped)
+    value_lr: float = 0.0  #: ppo: learning rate of the value head (0 = optim.lr)
+    kl_reward_coef: float = 0.0  #: reinforce++: β of the KL folded into each step's reward
 
 
 @dataclass
@@ -153,7 +171,8 @@ class Config:
 
 
 SECTIONS = {f.name: f.type for f in dataclasses.fields(Config)}
-ALGORITHMS = ("gigpo", "grpo", "rloo", "grpo+step", "rloo+step")
+ALGORITHMS = ("gigpo", "grpo", "rloo", "grpo+step", "rloo+step", "dapo", "dapo+step", "gspo", "gspo+step", "ppo",
+              "ppo+step", "reinforce++")
 CONFIG_DIR = Path(__file__).resolve().parents[3] / "configs"
 
 
@@ -304,10 +323,17 @@ def load_config(path: str | None = None, overrides: list[str] | dict | None = No
     if not isinstance(data, dict):
         raise ConfigError(f"{file}: expected a mapping at the top level")
     data.pop("base", None)
-    apply_overrides(cfg, _flatten(data))
-    if overrides:
-        flat = parse_cli_overrides(overrides) if isinstance(overrides, list) else overrides
-        apply_overrides(cfg, flat)
+    file_flat = _flatten(data)
+    cli_flat = (parse_cli_overrides(overrides) if isinstance(overrides, list) else dict(overrides)) if overrides else {}
+    # First pass: which algorithm? Its preset (configs/algos/) then sits below the file and the CLI.
+    probe = apply_overrides(Config(), file_flat)
+    apply_overrides(probe, cli_flat)
+    if probe.algorithm.name in ALGORITHMS:
+        from gigpo.train.algorithms import preset_overrides
+
+        apply_overrides(cfg, preset_overrides(probe.algorithm.name))
+    apply_overrides(cfg, file_flat)
+    apply_overrides(cfg, cli_flat)
     validate(cfg)
     return cfg
 
@@ -357,6 +383,9 @@ def validate(cfg: Config) -> None:
            "train.checkpoint_every must be >= 0 and train.keep_checkpoints >= 1")
     _check(cfg.prompt.history_length >= 0, "prompt.history_length must be >= 0")
     _check(cfg.prompt.max_prompt_tokens >= 16, "prompt.max_prompt_tokens must be >= 16")
+    from gigpo.train.algorithms import check_algorithm
+
+    check_algorithm(cfg, _check)
     lora_keys = {"r", "alpha", "dropout", "target_modules", "enabled"}
     _check(set(dataclasses.asdict(cfg.lora)) <= lora_keys, "lora: unknown keys")
     if cfg.lora.enabled:

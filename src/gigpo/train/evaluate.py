@@ -113,7 +113,7 @@ def evaluate_model(
         apply_overrides(cfg, parse_cli_overrides(overrides))
         validate(cfg)
     bundle = load_model(model_name, device=cfg.model.device, dtype=cfg.model.dtype, seed=cfg.train.seed,
-                        tiny=cfg.model.tiny or None)
+                        tiny=(cfg.model.tiny or None) if model_name == "tiny" else None)
     engine = HFEngine(bundle.model, bundle.tokenizer, bundle.device)
     collector = build_collector(cfg, engine, bundle.tokenizer, split="test")
     try:

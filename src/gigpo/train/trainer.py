@@ -17,29 +17,28 @@ import numpy as np
 import torch
 import yaml
 
-from gigpo.algo import compute_advantages, kl_penalty, policy_loss
-from gigpo.algo.losses import aggregate
+from gigpo.algo import kl_penalty, policy_loss
+from gigpo.algo.losses import aggregate, gspo_loss, value_loss
 from gigpo.rollout import HFEngine, RolloutBatch
+from gigpo.train.algorithms import context_limit, spec_of
 from gigpo.train.checkpoint import list_checkpoints, load_trainer_state, restore_rng, save_checkpoint
 from gigpo.train.config import Config, config_from_dict
-from gigpo.train.evaluate import build_collector, run_evaluation, train_seeds
-from gigpo.train.grouping import anchors_for
-from gigpo.train.logprobs import response_logprobs
+from gigpo.train.dynamic_sampling import collect_training_batch
+from gigpo.train.estimate import estimator_args, row_advantages
+from gigpo.train.evaluate import build_collector, run_evaluation
 from gigpo.train.metrics import MetricsLog, plot_curves
 from gigpo.train.samples import write_samples
+from gigpo.train.value import (
+    VALUE_HEAD_FILE,
+    ValueHead,
+    forward_policy,
+    hidden_size_of,
+    load_value_head,
+    save_value_head,
+)
 
 log = logging.getLogger(__name__)
-
-def estimator_args(cfg: Config) -> dict:
-    """Map ``algorithm.name`` onto :func:`gigpo.algo.compute_advantages` arguments."""
-    a = cfg.algorithm
-    name, episode = a.name, a.episode_estimator
-    if name.endswith("+step"):
-        name, episode = "gigpo", name.split("+")[0]
-    return dict(
-        estimator=name, episode_estimator=episode, gamma=a.gamma, step_weight=a.step_weight,
-        normalize=a.normalize, compat=a.compat,
-    )
+__all__ = ["Trainer", "estimator_args", "install_sigterm_as_interrupt"]
 
 
 def default_run_dir(cfg: Config) -> Path:
@@ -64,7 +63,7 @@ class Trainer:
         model_path = str(_resume_from / "model") if _resume_from else cfg.model.name
         self.bundle = load_model(
             model_path, device=cfg.model.device, dtype=cfg.model.dtype, lora=lora if not _resume_from else None,
-            seed=cfg.train.seed, tiny=cfg.model.tiny or None,
+            seed=cfg.train.seed, tiny=(cfg.model.tiny or None) if not _resume_from else None,
         )
         self.model = self.bundle.model
         self.tok = self.bundle.tokenizer
@@ -72,22 +71,36 @@ class Trainer:
         if cfg.model.gradient_checkpointing:
             self.model.gradient_checkpointing_enable()
         self.pad_id = self.tok.pad_token_id
+        self.spec = spec_of(cfg.algorithm.name)
         params = [p for p in self.model.parameters() if p.requires_grad]
         if not params:
             raise ValueError("the model has no trainable parameters")
         o = cfg.optim
-        self.optimizer = torch.optim.AdamW(params, lr=o.lr, betas=tuple(o.betas), weight_decay=o.weight_decay)
+        groups = [{"params": params}]
+        self.value_head = None
+        if self.spec.critic:  # PPO: a linear value head on the policy's last hidden state, its own param group
+            self.value_head = ValueHead(hidden_size_of(self.model)).to(self.device)
+            groups.append({"params": list(self.value_head.parameters()), "lr": cfg.algorithm.value_lr or o.lr})
+        self.trainable = params + (list(self.value_head.parameters()) if self.value_head is not None else [])
+        self.optimizer = torch.optim.AdamW(groups, lr=o.lr, betas=tuple(o.betas), weight_decay=o.weight_decay)
         self.ref_model = None
-        if o.kl_coef > 0 and not cfg.lora.enabled:
+        self.use_ref = o.kl_coef > 0 or cfg.algorithm.kl_reward_coef > 0
+        if self.use_ref and not cfg.lora.enabled:
             self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
         self.engine = HFEngine(self.model, self.tok, self.device)
         self.collector = build_collector(cfg, self.engine, self.tok)
         self.eval_collector = build_collector(cfg, self.engine, self.tok, split="test")
+        if cfg.rollout.mode == "concat":  # one growing sequence per trajectory, evaluated the same way
+            limit = context_limit(cfg, self.model)
+            for c in (self.collector, self.eval_collector):
+                c.set_mode("concat", limit, cfg.rollout.context_limit_policy)
         self.metrics = MetricsLog(self.run_dir, cfg.train.tensorboard)
         if _resume_from is not None:
             state = load_trainer_state(_resume_from)
             self.optimizer.load_state_dict(torch.load(_resume_from / "optimizer.pt", weights_only=False))
             restore_rng(_resume_from)
+            if self.value_head is not None:
+                load_value_head(self.value_head, _resume_from / VALUE_HEAD_FILE)
             self.start_iteration = int(state["iteration"])
             if self.ref_model is not None and (_resume_from / "reference").exists():
                 ref = load_model(str(_resume_from / "reference"), device=cfg.model.device, dtype=cfg.model.dtype)
@@ -158,26 +171,30 @@ class Trainer:
         return last
 
     def iteration(self, it: int) -> dict:
-        cfg, r = self.cfg, self.cfg.rollout
+        cfg = self.cfg
         # Every random draw of an iteration derives from (seed, iteration): an interrupted and resumed run
         # replays exactly what an uninterrupted one does.
         torch.manual_seed(int(np.random.default_rng([cfg.train.seed, it, 3]).integers(2**62)))
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
-        batch = self.collector.collect(train_seeds(cfg.train.seed, it, r.groups), r.group_size)
+        batch, roll = collect_training_batch(self.collector, cfg, it)
         timings["time/rollout"] = time.perf_counter() - t0
         rec: dict[str, Any] = {"iteration": it}
-        rec.update({f"rollout/{k}": v for k, v in batch.summary().items()})
+        rec.update({f"rollout/{k}": v for k, v in roll.items()})
         rec["time/tokens_per_s_rollout"] = rec["rollout/response_tokens"] / max(timings["time/rollout"], 1e-9)
 
         t0 = time.perf_counter()
-        adv, adv_stats = self.advantages(batch)
+        prep = self.prepare(batch)  # old/reference log-probs and old values: inputs of some estimators
+        t_prep = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        adv, targets, adv_stats = row_advantages(self.cfg, batch, prep.get("values"), prep.get("kl"))
         timings["time/advantages"] = time.perf_counter() - t0
         rec.update(adv_stats)
 
         t0 = time.perf_counter()
-        rec.update(self.update(batch, adv, it))
-        timings["time/update"] = time.perf_counter() - t0
+        rec.update(self.update(batch, adv, it, prep, targets))
+        timings["time/update"] = time.perf_counter() - t0 + t_prep
         rec["time/tokens_per_s_update"] = (
             rec["rollout/response_tokens"] * cfg.optim.ppo_epochs / max(timings["time/update"], 1e-9)
         )
@@ -187,37 +204,32 @@ class Trainer:
         return rec
 
     def advantages(self, batch: RolloutBatch) -> tuple[np.ndarray, dict]:
-        if len(batch) == 0:
-            return np.zeros(0), {}
-        arr = batch.arrays()
-        g = self.cfg.grouping
-        anchors, similarity, metric = anchors_for(batch, g.metric, g.threshold)
-        out = compute_advantages(
-            arr["group_id"], arr["traj_id"], arr["step"], arr["reward"], anchors,
-            similarity=similarity, similarity_metric=metric, **estimator_args(self.cfg),
-        )
-        stats = {
-            "adv/mean": float(out.advantages.mean()), "adv/std": float(out.advantages.std()),
-            "adv/abs_step_mean": float(np.abs(out.step_advantages).mean()),
-            "adv/abs_episode_mean": float(np.abs(out.episode_advantages).mean()),
-        }
-        for k, v in out.stats.items():
-            if isinstance(v, (int, float)):
-                stats[f"grouping/{k}"] = float(v)
-        return out.advantages, stats
+        """Advantages of ``batch`` (critic/KL inputs computed as needed); see :func:`row_advantages`."""
+        adv, _, stats = row_advantages(self.cfg, batch, **{k: v for k, v in self.prepare(batch).items()
+                                                          if k in ("values", "kl")})
+        return adv, stats
 
     # ------------------------------------------------------------------ update
-    def _logprobs(self, model, rows: list[int], batch: RolloutBatch, with_entropy: bool = False):
+    def _logprobs(self, model, rows: list[int], batch: RolloutBatch, with_entropy: bool = False, head=None):
+        """``(logp, mask, entropy, values)``; concat batches mask env tokens out of ``mask`` (and ``logp``)."""
         temp = self.cfg.rollout.temperature or 1.0
-        return response_logprobs(
-            model, [batch.prompt_ids[i] for i in rows], [batch.response_ids[i] for i in rows],
+        logp, mask, ent, values = forward_policy(
+            model, head, [batch.prompt_ids[i] for i in rows], [batch.response_ids[i] for i in rows],
             pad_id=self.pad_id, device=self.device, temperature=temp, with_entropy=with_entropy,
         )
+        loss_mask = getattr(batch, "loss_mask", None)
+        if loss_mask is not None:
+            mask = mask * _right_align([torch.tensor(loss_mask[i], dtype=torch.float32) for i in rows],
+                                       mask.shape[1]).to(mask.device)
+            logp = logp * mask
+        return logp, mask, ent, values
 
     @torch.no_grad()
-    def _old_logprobs(self, batch: RolloutBatch, rows_all: list[int], ref: bool = False) -> dict[int, torch.Tensor]:
-        """Per-row log-probs before the update (policy or reference), computed in micro-batches."""
+    def _old_logprobs(self, batch: RolloutBatch, rows_all: list[int], ref: bool = False, head=None):
+        """Per-row log-probs before the update (policy or reference), and per-row values when ``head`` is given,
+        computed in micro-batches."""
         out: dict[int, torch.Tensor] = {}
+        vals: dict[int, float] = {}
         mbs = self.cfg.optim.micro_batch_size
         model = self.ref_model if ref and self.ref_model is not None else self.model
         ctx = self.model.disable_adapter() if ref and self.ref_model is None else nullcontext()
@@ -226,28 +238,55 @@ class Trainer:
         with ctx:
             for i in range(0, len(rows_all), mbs):
                 rows = rows_all[i:i + mbs]
-                lp, mask, _ = self._logprobs(model, rows, batch)
+                lp, mask, _, v = self._logprobs(model, rows, batch, head=head)
                 for j, r in enumerate(rows):
                     n = len(batch.response_ids[r])
                     out[r] = lp[j, lp.shape[1] - n:].detach().cpu() if n else lp[j, :0].cpu()
+                    if v is not None:
+                        vals[r] = float(v[j])
         self.model.train(was)
-        return out
+        return (out, vals) if head is not None else out
 
-    def update(self, batch: RolloutBatch, adv: np.ndarray, it: int) -> dict:
+    def prepare(self, batch: RolloutBatch) -> dict:
+        """What the estimator and the update need from no-grad passes: ``rows`` (rows with a response), ``old``
+        and ``ref`` log-probs, ``values`` (critic, one per row), ``kl`` (Σ_tokens old − ref, per row) and the
+        sampler gap."""
         o = self.cfg.optim
         rows_all = [i for i in range(len(batch)) if batch.response_ids[i]]
+        prep: dict[str, Any] = {"rows": rows_all}
+        if not rows_all:
+            return prep
+        values = None
+        if self.value_head is not None:
+            old, values = self._old_logprobs(batch, rows_all, head=self.value_head)
+            prep["values"] = np.array([values.get(i, 0.0) for i in range(len(batch))])
+        if o.recompute_old_logprobs:
+            old = old if values is not None else self._old_logprobs(batch, rows_all)
+        else:
+            old = {r: torch.tensor(batch.sampling_logprobs[r]) for r in rows_all}
+        prep["old"] = old
+        prep["sampler_gap"] = float(np.mean([
+            (old[r] - torch.tensor(batch.sampling_logprobs[r])).abs().mean().item() for r in rows_all
+        ]))
+        if self.use_ref:
+            ref = self._old_logprobs(batch, rows_all, ref=True)
+            prep["ref"] = ref if o.kl_coef > 0 else None
+            prep["kl"] = np.array([float((old[i] - ref[i]).sum()) if i in ref else 0.0 for i in range(len(batch))])
+        return prep
+
+    def update(self, batch: RolloutBatch, adv: np.ndarray, it: int, prep: dict | None = None,
+               targets: np.ndarray | None = None) -> dict:
+        o = self.cfg.optim
+        prep = prep if prep is not None else self.prepare(batch)
+        rows_all = prep["rows"]
         if not rows_all:
             warnings.warn("no trainable rows this iteration (all trajectories failed?); update skipped", stacklevel=2)
             return {"update/skipped": 1.0}
-        if o.recompute_old_logprobs:
-            old = self._old_logprobs(batch, rows_all)
-        else:
-            old = {r: torch.tensor(batch.sampling_logprobs[r]) for r in rows_all}
-        sampler_gap = float(np.mean([
-            (old[r] - torch.tensor(batch.sampling_logprobs[r])).abs().mean().item() for r in rows_all
-        ]))
-        ref = self._old_logprobs(batch, rows_all, ref=True) if o.kl_coef > 0 else None
         adv_t = torch.as_tensor(adv, dtype=torch.float32)
+        critic = None
+        if self.value_head is not None:
+            critic = (torch.as_tensor(prep["values"], dtype=torch.float32),
+                      torch.as_tensor(targets, dtype=torch.float32))
         gen = np.random.default_rng([self.cfg.train.seed, it, 4])
         self.model.train()
         acc: dict[str, list[float]] = {}
@@ -258,7 +297,7 @@ class Trainer:
                 mb = mb.tolist()
                 if not mb:
                     continue
-                stats = self._minibatch_step(batch, mb, old, ref, adv_t)
+                stats = self._minibatch_step(batch, mb, prep["old"], prep.get("ref"), adv_t, critic)
                 if stats is None:
                     skipped += 1
                     continue
@@ -267,24 +306,26 @@ class Trainer:
         self.model.eval()
         rec = {k: float(np.mean(v)) for k, v in acc.items()}
         rec["update/skipped_steps"] = float(skipped)
-        rec["update/sampler_logprob_gap"] = sampler_gap
+        rec["update/sampler_logprob_gap"] = prep["sampler_gap"]
         return rec
 
-    def _minibatch_step(self, batch, mb, old, ref, adv_t) -> dict | None:
-        o = self.cfg.optim
-        tokens_total = sum(len(batch.response_ids[r]) for r in mb)
+    def _minibatch_step(self, batch, mb, old, ref, adv_t, critic=None) -> dict | None:
+        o, a = self.cfg.optim, self.cfg.algorithm
+        lm = getattr(batch, "loss_mask", None)
+        tokens_total = sum(sum(lm[r]) if lm is not None else len(batch.response_ids[r]) for r in mb)
+        loss_fn = gspo_loss if self.spec.loss == "gspo" else policy_loss
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
         for i in range(0, len(mb), o.micro_batch_size):
             rows = mb[i:i + o.micro_batch_size]
-            logp, mask, ent = self._logprobs(self.model, rows, batch, with_entropy=True)
+            logp, mask, ent, values = self._logprobs(self.model, rows, batch, with_entropy=True, head=self.value_head)
             L = logp.shape[1]
             old_lp = _right_align([old[r] for r in rows], L).to(logp.device)
-            a = adv_t[rows].to(logp.device)
+            adv = adv_t[rows].to(logp.device)
             # seq-sum-over-constant: Σ_t / max_response_tokens per row, averaged over rows (Dr. GRPO).
             const = float(self.cfg.rollout.max_response_tokens * len(rows))
-            pg, st = policy_loss(
-                logp, old_lp, a, mask, clip_low=o.clip_low, clip_high=o.clip_high, agg=o.loss_agg,
+            pg, st = loss_fn(
+                logp, old_lp, adv, mask, clip_low=o.clip_low, clip_high=o.clip_high, agg=o.loss_agg,
                 agg_constant=const,
             )
             loss = pg
@@ -298,17 +339,24 @@ class Trainer:
                 loss = loss + o.kl_coef * kl_val
             # Exact gradient accumulation: weight each micro-batch by its share of the mini-batch's denominator.
             weight = (mask.sum().item() / max(tokens_total, 1)) if o.loss_agg == "token-mean" else len(rows) / len(mb)
-            if not torch.isfinite(loss):
+            total = loss * weight
+            logs = [("loss/policy", pg.item()), ("loss/entropy", ent_mean.item()), ("loss/kl", kl_val.item()),
+                    ("loss/clip_frac", st["clip_frac"]), ("loss/approx_kl", st["approx_kl"])]
+            if critic is not None:  # the value loss is a mean over rows, whatever the policy loss aggregation
+                vl, vst = value_loss(values, critic[0][rows].to(values.device), critic[1][rows].to(values.device),
+                                     a.value_clip)
+                total = total + a.value_coef * vl * (len(rows) / len(mb))
+                logs += [("loss/value", vl.item()), ("value/clip_frac", vst["vf_clip_frac"]),
+                         ("value/mean", vst["value_mean"])]
+            if not torch.isfinite(total):
                 warnings.warn("non-finite loss; update skipped", stacklevel=2)
                 self.optimizer.zero_grad(set_to_none=True)
                 return None
-            (loss * weight).backward()
-            for k, v in (("loss/policy", pg.item()), ("loss/entropy", ent_mean.item()), ("loss/kl", kl_val.item()),
-                         ("loss/clip_frac", st["clip_frac"]), ("loss/approx_kl", st["approx_kl"]),
-                         ("loss/total", loss.item())):
-                sums[k] = sums.get(k, 0.0) + float(v) * weight
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.optim.grad_clip or float("inf"))
+            total.backward()
+            for k, v in (*logs, ("loss/total", loss.item())):
+                sums[k] = sums.get(k, 0.0) + float(v) * (weight if not k.startswith(("loss/value", "value/"))
+                                                         else len(rows) / len(mb))
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.trainable, self.cfg.optim.grad_clip or float("inf"))
         if not math.isfinite(float(grad_norm)):
             warnings.warn("non-finite gradient norm; update skipped", stacklevel=2)
             self.optimizer.zero_grad(set_to_none=True)
@@ -327,9 +375,13 @@ class Trainer:
         from gigpo.models import save_pretrained
 
         extra = {"seed": self.cfg.train.seed, "saved_at": datetime.now().isoformat(timespec="seconds")}
+        def save_model(p: Path) -> None:
+            save_pretrained(self.bundle, p)
+            if self.value_head is not None:  # next to model/ inside the (atomic) checkpoint directory
+                save_value_head(self.value_head, p.parent / VALUE_HEAD_FILE)
+
         path = save_checkpoint(
-            self.run_dir, it, lambda p: save_pretrained(self.bundle, p), self.optimizer, extra,
-            self.cfg.train.keep_checkpoints,
+            self.run_dir, it, save_model, self.optimizer, extra, self.cfg.train.keep_checkpoints,
         )
         return path
 

@@ -1,0 +1,171 @@
+"""One iteration's training batch: collection rounds, DAPO dynamic sampling and overlong shaping, concat folding."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from gigpo.rollout.batch import RolloutBatch
+from gigpo.rollout.concat import to_concat_batch
+from gigpo.train.evaluate import EVAL_SEED_BASE, train_seeds
+
+_COLUMNS = ("group_id", "traj_id", "step", "reward", "done", "action_valid", "observation", "state_key",
+            "prompt_ids", "response_ids", "sampling_logprobs")
+
+
+def round_seeds(seed: int, iteration: int, round_: int, n: int) -> list[int]:
+    """Task seeds of collection round ``round_``: round 0 is exactly :func:`train_seeds` (so a run without dynamic
+    sampling sees the same tasks); later rounds draw fresh train seeds from (seed, iteration, round)."""
+    if round_ == 0:
+        return train_seeds(seed, iteration, n)
+    return np.random.default_rng([seed, iteration, 1, round_]).integers(0, EVAL_SEED_BASE, size=n).tolist()
+
+
+def overlong_penalty(lengths: Any, max_len: int, buffer_frac: float, penalty: float = 1.0) -> np.ndarray:
+    """DAPO's soft overlong punishment per response, with L_max = ``max_len`` and L_cache = ⌊buffer_frac · L_max⌋:
+
+    0 if |y| ≤ L_max − L_cache;  penalty · (L_max − L_cache − |y|) / L_cache inside the buffer;  −penalty beyond
+    L_max. L_cache = 0 turns it off (all zeros).
+    """
+    n = np.asarray(lengths, dtype=np.float64)
+    cache = int(buffer_frac * max_len)
+    if cache <= 0:
+        return np.zeros_like(n)
+    start = max_len - cache
+    ramp = np.clip((start - n) / cache, -1.0, 0.0)
+    return float(penalty) * ramp
+
+
+def shape_overlong(batch: RolloutBatch, max_len: int, buffer_frac: float, penalty: float) -> float:
+    """Add :func:`overlong_penalty` of each step's response length to that step's training reward, in place.
+
+    Trajectory summaries (success, env return) are left alone: this shapes what the learner sees, not the score.
+    Returns the mean penalty per row (a metric).
+    """
+    if not len(batch):
+        return 0.0
+    pen = overlong_penalty([len(r) for r in batch.response_ids], max_len, buffer_frac, penalty)
+    batch.reward = (np.asarray(batch.reward, dtype=np.float64) + pen).tolist()
+    return float(pen.mean())
+
+
+def informative_groups(batch: RolloutBatch, tol: float = 1e-9) -> list[int]:
+    """Group ids (in first-appearance order) whose trajectories' returns Σ_t r_t are not all equal — the groups
+    that carry a GRPO-style gradient. A group with one (surviving) trajectory is never informative."""
+    if not len(batch):
+        return []
+    arr = batch.arrays()
+    tids, t_inv = np.unique(arr["traj_id"], return_inverse=True)
+    ret = np.bincount(t_inv, weights=arr["reward"], minlength=tids.size)
+    grp = np.empty(tids.size, dtype=np.int64)
+    grp[t_inv] = arr["group_id"]
+    gids, g_inv = np.unique(grp, return_inverse=True)
+    hi = np.full(gids.size, -np.inf)
+    lo = np.full(gids.size, np.inf)
+    np.maximum.at(hi, g_inv, ret)
+    np.minimum.at(lo, g_inv, ret)
+    spread = (hi - lo) > tol * np.maximum(1.0, np.abs(hi))
+    ok = set(gids[spread].tolist())
+    seen: list[int] = []
+    for g in batch.group_id:
+        if g in ok and g not in seen:
+            seen.append(g)
+    return seen
+
+
+def select_groups(batch: RolloutBatch, groups: list[int]) -> RolloutBatch:
+    """The rows and trajectories of ``groups`` only."""
+    keep = set(groups)
+    rows = [i for i, g in enumerate(batch.group_id) if g in keep]
+    out = RolloutBatch(trajectories=[t for t in batch.trajectories if t.group_id in keep])
+    for name in _COLUMNS:
+        col = getattr(batch, name)
+        setattr(out, name, [col[i] for i in rows])
+    return out
+
+
+def merge_batches(parts: list[RolloutBatch]) -> RolloutBatch:
+    """Concatenate batches, renumbering group and trajectory ids so they stay unique (and Trajectory objects,
+    which are copied, agree with their rows)."""
+    import dataclasses
+
+    out = RolloutBatch()
+    g_off = t_off = 0
+    for b in parts:
+        n0 = len(out)
+        for name in _COLUMNS:
+            getattr(out, name).extend(getattr(b, name))
+        out.group_id[n0:] = [g + g_off for g in b.group_id]
+        out.traj_id[n0:] = [t + t_off for t in b.traj_id]
+        for t in b.trajectories:
+            out.trajectories.append(dataclasses.replace(t, traj_id=t.traj_id + t_off, group_id=t.group_id + g_off))
+        ids_g = [t.group_id for t in b.trajectories] + list(b.group_id)
+        ids_t = [t.traj_id for t in b.trajectories] + list(b.traj_id)
+        g_off += (max(ids_g) + 1) if ids_g else 0
+        t_off += (max(ids_t) + 1) if ids_t else 0
+    return out
+
+
+def dynamic_sample(
+    collect_round: Callable[[int], RolloutBatch], target: int, max_rounds: int
+) -> tuple[RolloutBatch, RolloutBatch, dict[str, float]]:
+    """Collect rounds until exactly ``target`` informative groups are kept or ``max_rounds`` rounds ran.
+
+    ``collect_round(k)`` returns round k's batch. The last round's surplus informative groups are discarded (the
+    batch never holds more than ``target`` groups, keeping update cost and group count constant). Returns
+    ``(kept, everything_collected, stats)``; stats: ``rounds``, ``kept_groups``, ``dropped_groups`` (all-equal),
+    ``surplus_groups`` (informative but beyond ``target``), ``filled`` (1 when the target was reached).
+    """
+    kept: list[RolloutBatch] = []
+    every: list[RolloutBatch] = []
+    n_kept = dropped = surplus = 0
+    rounds = 0
+    while rounds < max_rounds and n_kept < target:
+        b = collect_round(rounds)
+        rounds += 1
+        every.append(b)
+        good = informative_groups(b)
+        n_groups = len({t.group_id for t in b.trajectories})
+        take = good[:target - n_kept]
+        dropped += n_groups - len(good)
+        surplus += len(good) - len(take)
+        kept.append(select_groups(b, take))
+        n_kept += len(take)
+    stats = {"rounds": float(rounds), "kept_groups": float(n_kept), "dropped_groups": float(dropped),
+             "surplus_groups": float(surplus), "filled": float(n_kept == target)}
+    return merge_batches(kept), merge_batches(every), stats
+
+
+def collect_training_batch(collector: Any, cfg: Any, iteration: int) -> tuple[RolloutBatch, dict[str, float]]:
+    """The batch an iteration trains on, and its ``rollout/*`` metrics.
+
+    Per round: collect ``rollout.groups`` × ``group_size``, add the overlong penalty when enabled. With
+    ``rollout.dynamic_sampling`` the rounds go through :func:`dynamic_sample`; success/return metrics then cover
+    every trajectory collected (all rounds), not only the kept ones. In concat mode the kept step rows are folded
+    into one row per trajectory (:func:`gigpo.rollout.concat.to_concat_batch`) after filtering.
+    """
+    r = cfg.rollout
+    extra: dict[str, float] = {}
+
+    def one_round(k: int) -> RolloutBatch:
+        b = collector.collect(round_seeds(cfg.train.seed, iteration, k, r.groups), r.group_size)
+        if r.overlong_buffer > 0:
+            extra["overlong_penalty"] = extra.get("overlong_penalty", 0.0) + shape_overlong(
+                b, r.max_response_tokens, r.overlong_buffer, r.overlong_penalty)
+        return b
+
+    if r.dynamic_sampling:
+        batch, every, ds = dynamic_sample(one_round, r.groups, r.max_rounds)
+        extra.update(ds)
+        if "overlong_penalty" in extra:
+            extra["overlong_penalty"] /= ds["rounds"]
+    else:
+        batch = every = one_round(0)
+    stats = {**every.summary(), **extra}
+    if r.mode == "concat":
+        batch = to_concat_batch(batch)
+        stats["concat_rows"] = float(len(batch))
+        stats["agent_tokens"] = float(batch.agent_tokens)
+    return batch, stats

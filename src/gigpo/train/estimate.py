@@ -1,0 +1,72 @@
+"""Per-row advantages for every ``algorithm.name``: group estimators, GAE (+ step term) and REINFORCE++."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gigpo.algo import compute_advantages
+from gigpo.algo.estimators import gae, ppo_step_combine, reinforce_pp, whiten
+from gigpo.rollout.batch import RolloutBatch
+from gigpo.train.algorithms import spec_of
+from gigpo.train.grouping import anchors_for
+
+
+def estimator_args(cfg: Any) -> dict:
+    """Map ``algorithm.name`` onto :func:`gigpo.algo.compute_advantages` arguments (its group/step part)."""
+    a = cfg.algorithm
+    spec = spec_of(a.name)
+    return dict(
+        estimator=spec.estimator, episode_estimator=spec.episode or a.episode_estimator, gamma=a.gamma,
+        step_weight=a.step_weight, normalize=a.normalize, compat=a.compat,
+    )
+
+
+def row_advantages(
+    cfg: Any, batch: RolloutBatch, values: np.ndarray | None = None, kl: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray | None, dict]:
+    """``(advantages, value_targets or None, stats)`` for the rows of ``batch``.
+
+    * group algorithms (gigpo, grpo, rloo, dapo, gspo and their ``+step``): :func:`compute_advantages`;
+    * ppo: GAE(γ, λ) with the critic's ``values`` (one per row), whitened over the batch; ppo+step:
+      :func:`gigpo.algo.estimators.ppo_step_combine` (whiten(A_GAE) + ω · A_S);
+    * reinforce++: :func:`gigpo.algo.estimators.reinforce_pp` with ``kl`` (Σ log π_old − log π_ref per row).
+    """
+    if len(batch) == 0:
+        return np.zeros(0), None, {}
+    a = cfg.algorithm
+    spec = spec_of(a.name)
+    arr = batch.arrays()
+    stats: dict[str, float] = {}
+    out = None
+    if spec.advantage == "group" or spec.step_level:
+        g = cfg.grouping
+        anchors, similarity, metric = anchors_for(batch, g.metric, g.threshold)
+        out = compute_advantages(
+            arr["group_id"], arr["traj_id"], arr["step"], arr["reward"], anchors,
+            similarity=similarity, similarity_metric=metric, **estimator_args(cfg),
+        )
+        stats["adv/abs_step_mean"] = float(np.abs(out.step_advantages).mean())
+        stats["adv/abs_episode_mean"] = float(np.abs(out.episode_advantages).mean())
+        for k, v in out.stats.items():
+            if isinstance(v, (int, float)):
+                stats[f"grouping/{k}"] = float(v)
+    targets = None
+    if spec.advantage == "group":
+        adv = out.advantages
+    elif spec.advantage == "gae":
+        if values is None:
+            raise ValueError(f"{a.name} needs the critic's values")
+        raw, targets = gae(arr["traj_id"], arr["step"], arr["reward"], values, a.gamma, a.gae_lambda)
+        adv = ppo_step_combine(raw, out.step_advantages, a.step_weight) if spec.step_level else whiten(raw)
+        var = float(np.var(targets))
+        stats["value/explained_variance"] = 1.0 - float(np.var(targets - values)) / var if var > 0 else 0.0
+        stats["value/target_mean"] = float(targets.mean())
+    else:
+        kl = np.zeros(len(batch)) if kl is None else kl
+        adv, _ = reinforce_pp(arr["traj_id"], arr["step"], arr["reward"], kl, a.gamma, a.kl_reward_coef)
+        stats["reinforce++/kl_mean"] = float(np.mean(kl))
+    stats["adv/mean"] = float(adv.mean())
+    stats["adv/std"] = float(adv.std())
+    return adv, targets, stats

@@ -1,0 +1,88 @@
+"""The PPO critic: a linear value head on the policy's last hidden state, its forward pass, save and load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from gigpo.algo.losses import entropy_from_logits
+from gigpo.train.logprobs import pack_right_aligned, response_logprobs
+
+VALUE_HEAD_FILE = "value_head.safetensors"
+
+
+class ValueHead(torch.nn.Module):
+    """V(s) = w · h + b, with h the policy's final hidden state at the last prompt token of a step.
+
+    Zero-initialised, so the first iteration's critic predicts 0 everywhere (GAE then starts as Monte-Carlo
+    returns) instead of random noise.
+    """
+
+    def __init__(self, hidden_size: int):
+        super().__init__()
+        self.linear = torch.nn.Linear(hidden_size, 1)
+        torch.nn.init.zeros_(self.linear.weight)
+        torch.nn.init.zeros_(self.linear.bias)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.linear(hidden.float()).squeeze(-1)
+
+
+def hidden_size_of(model: Any) -> int:
+    cfg = getattr(model, "config", None)
+    size = getattr(cfg, "hidden_size", None) or getattr(getattr(cfg, "text_config", None), "hidden_size", None)
+    if not size:
+        raise ValueError("cannot attach a value head: the model config has no hidden_size")
+    return int(size)
+
+
+def save_value_head(head: ValueHead, path: Path) -> None:
+    save_file({k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()}, str(path))
+
+
+def load_value_head(head: ValueHead, path: Path) -> None:
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: this checkpoint was not saved by a run with a critic")
+    head.load_state_dict(load_file(str(path)))
+
+
+def forward_policy(
+    model: Any,
+    head: ValueHead | None,
+    prompt_ids: list[list[int]],
+    response_ids: list[list[int]],
+    *,
+    pad_id: int,
+    device: torch.device,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """``(logp, response_mask, entropy, values)``: :func:`response_logprobs` plus V at each row's last prompt token.
+
+    Without a head this *is* :func:`response_logprobs` (``values`` None), so runs without a critic are unchanged.
+    With one, a single forward gives both: logits at the last L + 1 positions, the final hidden state for the
+    value. In the right-aligned packing row r's last prompt token sits at column ``width − len(response_r) − 1``.
+    """
+    if head is None:
+        lp, mask, ent = response_logprobs(
+            model, prompt_ids, response_ids, pad_id=pad_id, device=device, temperature=temperature,
+            with_entropy=with_entropy,
+        )
+        return lp, mask, ent, None
+    ids, attn, resp_mask, L = pack_right_aligned(prompt_ids, response_ids, pad_id)
+    ids, attn, resp_mask = ids.to(device), attn.to(device), resp_mask.to(device)
+    pos = (attn.cumsum(-1) - 1).clamp(min=0)
+    out = model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=L + 1, use_cache=False,
+                output_hidden_states=True)
+    logits = out.logits[:, -(L + 1):-1, :].float()
+    if temperature and temperature != 1.0:
+        logits = logits / temperature
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, -L:].unsqueeze(-1)).squeeze(-1)
+    ent = entropy_from_logits(logits) if with_entropy else None
+    width = ids.shape[1]
+    col = torch.tensor([width - len(r) - 1 for r in response_ids], device=device)
+    hidden = out.hidden_states[-1][torch.arange(ids.shape[0], device=device), col]
+    return logp * resp_mask, resp_mask, ent, head(hidden)
