@@ -17,7 +17,8 @@ from gigpo.algo.similarity_minhash import minhash_leader_cluster
 METRICS = ("ro", "indel", "minhash", "exact", "state_key")
 TEXT_METRICS = ("ro", "indel", "minhash")
 
-# Parallel pays only once the serial work dwarfs process start-up (~0.1-0.3 s): measured in benchmarks/grouping.py.
+# Heuristic: processes cost a fork plus pickling every text, so they pay only for batches whose serial run takes
+# seconds (16 x 400 pages of 1.8 KB = 12M chars takes 2-4 s of CPU, see docs/results/grouping.md).
 _PARALLEL_MIN_CHARS = 2_000_000
 
 

@@ -147,7 +147,8 @@ def decide_matches(a: Prepared, b: Prepared, need: int | None) -> int:
     re = ri + rk
     n_runs = ri.size
     lb1 = lb + 1  # i*lb1 + j orders by (i, j) for blocks inside the rectangle (0 <= j < lb1)
-    big = 4 * (la + lb + 2) * (lb + 2)  # exceeds |i*lb1 + j| for every run, so a longer clip always ranks first
+    # big exceeds |i*lb1 + j| for every run, so a longer clipped length always ranks first.
+    big = 4 * (la + lb + 2) * (lb + 2)
     found = 0
     # Rectangles carry the indices of runs meeting them once known (None: all runs, scanned longest first).
     stack: list[tuple[int, int, int, int, np.ndarray | None]] = [(0, la, 0, lb, None)]

@@ -53,6 +53,8 @@ class Trainer:
         from gigpo.models import load_model, resolve_model_source
 
         self.cfg = cfg
+        if cfg.train.threads:
+            torch.set_num_threads(cfg.train.threads)
         self.run_dir = Path(run_dir or cfg.train.run_dir or default_run_dir(cfg))
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.start_iteration = 0
