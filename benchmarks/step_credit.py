@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from gigpo.train.config import resolve_config_path
-from gigpo.train.sweep import build_cells, run_sweep
+from gigpo.train.sweep import _find_existing, build_cells, run_finished, run_sweep
 from gigpo.train.sweep_aggregate import aggregate, markdown_table, write_outputs
 
 ARMS = ["grpo", "rloo", "gigpo", "rloo+step"]
@@ -67,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--snapshot", default="",
                    help="copy src/ and configs/ here first and run every cell on that frozen copy (PYTHONPATH), "
                         "so edits to the working tree during a long benchmark cannot mix code versions")
+    p.add_argument("--aggregate-only", action="store_true",
+                   help="train nothing: aggregate the finished runs and list the missing ones")
     p.add_argument("overrides", nargs="*", metavar="key=value")
     args = p.parse_args(argv)
     extra_env = None
@@ -85,9 +87,23 @@ def main(argv: list[str] | None = None) -> int:
     # Arms first (all seeds), then the ω cells seed-major: if the budget runs out, the main comparison is
     # complete and every ω value has as many seeds as possible.
     jobs = [(c, s) for c in arms for s in seeds] + [(c, s) for s in seeds for c in omega]
-    results = run_sweep(config, arms + omega, seeds, out, args.workers, extra_env=extra_env, order=jobs)
+    if args.aggregate_only:
+        for c in arms + omega:
+            for s in seeds:
+                c.runs[s] = _find_existing(out, c, s) or out / "cells" / c.key / f"seed{s}"
+        results = []
+    else:
+        results = run_sweep(config, arms + omega, seeds, out, args.workers, extra_env=extra_env, order=jobs)
     wall = time.perf_counter() - t0
     failed = [r for r in results if r.status == "failed"]
+    missing = [(c, s) for c, s in jobs if not run_finished(c.runs[s], c.iterations)
+               and not any(r.cell is c and r.seed == s for r in failed)]
+    finished = [c.runs[s] for c, s in jobs if run_finished(c.runs[s], c.iterations)]
+    if finished:  # span of the benchmark from its run directories (also right for --aggregate-only)
+        first = min((d / "config.yaml").stat().st_mtime for d in finished)
+        last = max((d / "metrics.jsonl").stat().st_mtime for d in finished)
+        started = datetime.fromtimestamp(first, timezone.utc)
+        wall = last - first
     fixed_txt = (" " + " ".join(fixed)) if fixed else ""
     cmd_arms = (f"gigpo sweep --config {args.config} --seeds {args.seeds} --workers {args.workers} --out {out} "
                 f"--name arms --last-k {args.last_k} --smooth {args.smooth}{fixed_txt} algorithm={','.join(ARMS)}")
@@ -119,13 +135,22 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wall {wall:.0f}s, {len(failed)} failed run(s)")
     if args.docs:
         write_report(Path(args.docs), out, args, config, agg_arms, agg_omega, f_arms + f_omega, failed, started,
-                     wall, cmd_arms, cmd_omega)
+                     wall, cmd_arms, cmd_omega, missing)
     return 1 if failed else 0
 
 
+def _findings(docs: Path) -> list[str]:
+    """The hand-written analysis (docs/results/step_credit_findings.md), kept separate so a rerun keeps it."""
+    f = docs / "step_credit_findings.md"
+    return [f.read_text().rstrip(), ""] if f.exists() else []
+
+
 def write_report(docs: Path, out: Path, args, config: str, agg_arms, agg_omega, files, failed, started, wall,
-                 cmd_arms: str, cmd_omega: str) -> None:
+                 cmd_arms: str, cmd_omega: str, missing: list) -> None:
     """docs/results/step_credit.md: machine, date, commands, both tables, the plots (copied), failures."""
+    from gigpo.train.config import load_config
+
+    cfg = load_config(config, list(args.overrides))
     docs.mkdir(parents=True, exist_ok=True)
     pngs = []
     for f in files:
@@ -144,7 +169,7 @@ def write_report(docs: Path, out: Path, args, config: str, agg_arms, agg_omega, 
         "# Step-level credit on Sokoban: GiGPO vs GRPO vs RLOO (± step), and the ω sweep",
         "",
         f"- date (UTC, start): {started.strftime('%Y-%m-%d %H:%M')}; wall time {wall / 60:.1f} min "
-        f"with {args.workers} worker(s)",
+        f"with {args.workers} worker(s) (first run started → last run finished)",
         f"- machine: {os.cpu_count()} cores (`nproc`), {cpu_model()}, Python {platform.python_version()}; "
         "the machine was shared with other jobs during the run",
         f"- code: git {rev or '?'} plus the uncommitted working tree"
@@ -156,11 +181,14 @@ def write_report(docs: Path, out: Path, args, config: str, agg_arms, agg_omega, 
         f"  - `{cmd_omega}` (ω = 0 taken from the grpo arm, ω = 1.0 from the gigpo arm: identical configs)",
         "",
         f"**Definitions.** `final_success` = mean of the training batches' success rate over each run's last "
-        f"{args.last_k} iterations (sampled at temperature 1, 32 episodes per iteration), then mean ± sample std "
-        "over seeds; `final_eval_success` = greedy success on 64 held-out rooms after the last iteration; "
+        f"{args.last_k} iterations (sampled at temperature {cfg.rollout.temperature:g}, "
+        f"{cfg.rollout.groups * cfg.rollout.group_size} episodes per iteration), then mean ± sample std "
+        f"over seeds; `final_eval_success` = success on {cfg.train.eval_episodes} held-out rooms (temperature "
+        f"{cfg.train.eval_temperature:g}, i.e. greedy) after the last iteration; "
         "`singleton_frac` = fraction of step rows alone in their step group (last iterations); `env_steps` = "
         "agent steps over the run; `seconds` = rollout + advantage + update time per run.",
         "",
+        *_findings(docs),
         "## Arms (equal iterations, groups × group size, and therefore equal episodes)",
         "",
         markdown_table(agg_arms, ["algorithm"]),
@@ -177,6 +205,10 @@ def write_report(docs: Path, out: Path, args, config: str, agg_arms, agg_omega, 
     if failed:
         lines += [f"## Failed runs ({len(failed)})", ""]
         lines += [f"- {r.cell.label} seed={r.seed}: {r.error.splitlines()[0] if r.error else ''}" for r in failed]
+        lines.append("")
+    if missing:
+        lines += [f"## Not run ({len(missing)}: out of the time budget; rerun the command to complete them)", ""]
+        lines += [f"- {c.label} seed={s}" for c, s in missing]
         lines.append("")
     lines += ["## Per-seed numbers", "", f"See `{out}/arms.md`, `{out}/omega.md` and the per-iteration "
               f"`{out}/arms.csv`, `{out}/omega.csv` (copied here as step_credit_arms.csv / step_credit_omega.csv).",

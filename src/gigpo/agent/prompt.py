@@ -68,7 +68,8 @@ class PromptBuilder:
                 ids = ids["input_ids"]
             return list(ids)
         text = "\n\n".join(m["content"] for m in messages) + "\nAction:"
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        # verbose=False: over-long text is expected here (the caller shrinks it), no tokenizer warning wanted
+        return self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
 
     def build(
         self,
@@ -91,7 +92,7 @@ class PromptBuilder:
             hist.pop(0)
         # Even without history it does not fit: keep the tail of the observation.
         self._warn(f"prompt longer than {self.max_tokens} tokens even without history; truncating the observation")
-        obs_ids = self.tokenizer(observation, add_special_tokens=False)["input_ids"]
+        obs_ids = self.tokenizer(observation, add_special_tokens=False, verbose=False)["input_ids"]
         overflow = len(ids) - self.max_tokens
         keep = max(0, len(obs_ids) - overflow - 8)
         while True:

@@ -41,7 +41,12 @@ def env_factory(cfg: Config, split: str | None = None):
 
 def build_collector(cfg: Config, engine: Any, tokenizer: Any, split: str | None = None) -> Collector:
     r = cfg.rollout
-    builder = PromptBuilder(tokenizer, cfg.prompt.max_prompt_tokens, cfg.prompt.format, cfg.prompt.show_admissible,
+    max_prompt = cfg.prompt.max_prompt_tokens
+    context = getattr(getattr(getattr(engine, "model", None), "config", None), "max_position_embeddings", None)
+    if isinstance(context, int) and context > r.max_response_tokens:
+        # prompt + response must fit the model's context: clamp rather than run past the position table
+        max_prompt = min(max_prompt, context - r.max_response_tokens)
+    builder = PromptBuilder(tokenizer, max_prompt, cfg.prompt.format, cfg.prompt.show_admissible,
                             include_instructions=cfg.prompt.instructions)
     return Collector(
         env_factory(cfg, split), engine, builder, max_steps=r.max_steps, max_response_tokens=r.max_response_tokens,
@@ -59,6 +64,8 @@ def evaluation_summary(batch: RolloutBatch) -> dict:
         out[f"{src}/success_rate"] = sum(t.won for t in ts) / len(ts)
         out[f"{src}/score"] = sum(t.score for t in ts) / len(ts)
         out[f"{src}/episodes"] = float(len(ts))
+        if all("f1" in t.final_info for t in ts):
+            out[f"{src}/f1"] = sum(float(t.final_info["f1"]) for t in ts) / len(ts)
     return out
 
 
@@ -122,15 +129,20 @@ def evaluate_model(
         collector.close()
 
 
-def format_table(summary: dict) -> str:
-    """A markdown table: overall metrics, then one row per data source when present."""
+def format_table(summary: dict, label: str = "agent") -> str:
+    """Markdown: the overall metrics; with data sources, also one row in the GiGPO paper's layout (one column per
+    data source, then the average over sources) for success/EM and, when reported, F1."""
     overall = {k: v for k, v in summary.items() if "/" not in k}
     lines = ["| metric | value |", "|---|---|"]
     lines += [f"| {k} | {v:.4f} |" for k, v in overall.items()]
     sources = sorted({k.split("/")[0] for k in summary if "/" in k})
     if sources:
-        lines += ["", "| data source | episodes | success (EM) | score |", "|---|---|---|---|"]
-        for s in sources:
-            lines.append(f"| {s} | {int(summary.get(f'{s}/episodes', 0))} | {summary[f'{s}/success_rate']:.4f} | "
-                         f"{summary[f'{s}/score']:.4f} |")
+        head = "| metric | " + " | ".join(f"{s} (n={int(summary.get(f'{s}/episodes', 0))})" for s in sources)
+        lines += ["", head + " | avg |", "|---" * (len(sources) + 2) + "|"]
+        for key, name in (("success_rate", "EM / success"), ("f1", "F1"), ("score", "score")):
+            vals = [summary.get(f"{s}/{key}") for s in sources]
+            if any(v is None for v in vals):
+                continue
+            cells = " | ".join(f"{100 * v:.1f}" for v in vals)
+            lines.append(f"| {label} {name} | {cells} | {100 * sum(vals) / len(vals):.1f} |")
     return "\n".join(lines)

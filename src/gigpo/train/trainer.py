@@ -8,7 +8,6 @@ import math
 import signal
 import time
 import warnings
-from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -27,11 +26,11 @@ from gigpo.train.dynamic_sampling import collect_training_batch
 from gigpo.train.estimate import estimator_args, row_advantages
 from gigpo.train.evaluate import build_collector, run_evaluation
 from gigpo.train.metrics import MetricsLog, plot_curves
+from gigpo.train.passes import PolicyPasses, right_align
 from gigpo.train.samples import write_samples
 from gigpo.train.value import (
     VALUE_HEAD_FILE,
     ValueHead,
-    forward_policy,
     hidden_size_of,
     load_value_head,
     save_value_head,
@@ -108,6 +107,8 @@ class Trainer:
                 ref = load_model(str(_resume_from / "reference"), device=cfg.model.device, dtype=cfg.model.dtype)
                 self.ref_model = ref.model.eval().requires_grad_(False)
             self.metrics.truncate_after(self.start_iteration)
+        self.passes = PolicyPasses(cfg, self.model, self.ref_model, self.value_head, self.pad_id, self.device,
+                                   self.use_ref)
         (self.run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
 
     @classmethod
@@ -213,68 +214,11 @@ class Trainer:
 
     # ------------------------------------------------------------------ update
     def _logprobs(self, model, rows: list[int], batch: RolloutBatch, with_entropy: bool = False, head=None):
-        """``(logp, mask, entropy, values)``; concat batches mask env tokens out of ``mask`` (and ``logp``)."""
-        temp = self.cfg.rollout.temperature or 1.0
-        logp, mask, ent, values = forward_policy(
-            model, head, [batch.prompt_ids[i] for i in rows], [batch.response_ids[i] for i in rows],
-            pad_id=self.pad_id, device=self.device, temperature=temp, with_entropy=with_entropy,
-        )
-        loss_mask = getattr(batch, "loss_mask", None)
-        if loss_mask is not None:
-            mask = mask * _right_align([torch.tensor(loss_mask[i], dtype=torch.float32) for i in rows],
-                                       mask.shape[1]).to(mask.device)
-            logp = logp * mask
-        return logp, mask, ent, values
-
-    @torch.no_grad()
-    def _old_logprobs(self, batch: RolloutBatch, rows_all: list[int], ref: bool = False, head=None):
-        """Per-row log-probs before the update (policy or reference), and per-row values when ``head`` is given,
-        computed in micro-batches."""
-        out: dict[int, torch.Tensor] = {}
-        vals: dict[int, float] = {}
-        mbs = self.cfg.optim.micro_batch_size
-        model = self.ref_model if ref and self.ref_model is not None else self.model
-        ctx = self.model.disable_adapter() if ref and self.ref_model is None else nullcontext()
-        was = self.model.training
-        self.model.eval()
-        with ctx:
-            for i in range(0, len(rows_all), mbs):
-                rows = rows_all[i:i + mbs]
-                lp, mask, _, v = self._logprobs(model, rows, batch, head=head)
-                for j, r in enumerate(rows):
-                    n = len(batch.response_ids[r])
-                    out[r] = lp[j, lp.shape[1] - n:].detach().cpu() if n else lp[j, :0].cpu()
-                    if v is not None:
-                        vals[r] = float(v[j])
-        self.model.train(was)
-        return (out, vals) if head is not None else out
+        return self.passes.logprobs(model, rows, batch, with_entropy, head)
 
     def prepare(self, batch: RolloutBatch) -> dict:
-        """What the estimator and the update need from no-grad passes: ``rows`` (rows with a response), ``old``
-        and ``ref`` log-probs, ``values`` (critic, one per row), ``kl`` (Σ_tokens old − ref, per row) and the
-        sampler gap."""
-        o = self.cfg.optim
-        rows_all = [i for i in range(len(batch)) if batch.response_ids[i]]
-        prep: dict[str, Any] = {"rows": rows_all}
-        if not rows_all:
-            return prep
-        values = None
-        if self.value_head is not None:
-            old, values = self._old_logprobs(batch, rows_all, head=self.value_head)
-            prep["values"] = np.array([values.get(i, 0.0) for i in range(len(batch))])
-        if o.recompute_old_logprobs:
-            old = old if values is not None else self._old_logprobs(batch, rows_all)
-        else:
-            old = {r: torch.tensor(batch.sampling_logprobs[r]) for r in rows_all}
-        prep["old"] = old
-        prep["sampler_gap"] = float(np.mean([
-            (old[r] - torch.tensor(batch.sampling_logprobs[r])).abs().mean().item() for r in rows_all
-        ]))
-        if self.use_ref:
-            ref = self._old_logprobs(batch, rows_all, ref=True)
-            prep["ref"] = ref if o.kl_coef > 0 else None
-            prep["kl"] = np.array([float((old[i] - ref[i]).sum()) if i in ref else 0.0 for i in range(len(batch))])
-        return prep
+        """Old/reference log-probs, critic values and KL of ``batch`` (see :meth:`PolicyPasses.prepare`)."""
+        return self.passes.prepare(batch)
 
     def update(self, batch: RolloutBatch, adv: np.ndarray, it: int, prep: dict | None = None,
                targets: np.ndarray | None = None) -> dict:
@@ -282,7 +226,8 @@ class Trainer:
         prep = prep if prep is not None else self.prepare(batch)
         rows_all = prep["rows"]
         if not rows_all:
-            warnings.warn("no trainable rows this iteration (all trajectories failed?); update skipped", stacklevel=2)
+            warnings.warn("no trainable rows this iteration (all trajectories failed, or dynamic sampling kept no "
+                          "group); update skipped", stacklevel=2)
             return {"update/skipped": 1.0}
         adv_t = torch.as_tensor(adv, dtype=torch.float32)
         critic = None
@@ -322,7 +267,7 @@ class Trainer:
             rows = mb[i:i + o.micro_batch_size]
             logp, mask, ent, values = self._logprobs(self.model, rows, batch, with_entropy=True, head=self.value_head)
             L = logp.shape[1]
-            old_lp = _right_align([old[r] for r in rows], L).to(logp.device)
+            old_lp = right_align([old[r] for r in rows], L).to(logp.device)
             adv = adv_t[rows].to(logp.device)
             # seq-sum-over-constant: Σ_t / max_response_tokens per row, averaged over rows (Dr. GRPO).
             const = float(self.cfg.rollout.max_response_tokens * len(rows))
@@ -336,7 +281,7 @@ class Trainer:
                 loss = loss - o.entropy_coef * ent_mean
             kl_val = torch.zeros(())
             if ref is not None:
-                ref_lp = _right_align([ref[r] for r in rows], L).to(logp.device)
+                ref_lp = right_align([ref[r] for r in rows], L).to(logp.device)
                 kl_val = aggregate(kl_penalty(logp, ref_lp, o.kl_kind), mask, o.loss_agg, const)
                 loss = loss + o.kl_coef * kl_val
             # Exact gradient accumulation: weight each micro-batch by its share of the mini-batch's denominator.
@@ -386,14 +331,6 @@ class Trainer:
             self.run_dir, it, save_model, self.optimizer, extra, self.cfg.train.keep_checkpoints,
         )
         return path
-
-
-def _right_align(seqs: list[torch.Tensor], L: int) -> torch.Tensor:
-    out = torch.zeros((len(seqs), L), dtype=torch.float32)
-    for i, s in enumerate(seqs):
-        if len(s):
-            out[i, L - len(s):] = s
-    return out
 
 
 def install_sigterm_as_interrupt() -> None:
