@@ -122,6 +122,10 @@ class OptimConfig:
     """PPO update: epochs over the rollout in mini-batches, each accumulated over micro-batches."""
 
     lr: float = 1e-5
+    #: learning-rate schedule over iterations: "constant", or "linear"/"cosine" decay from lr to lr·min_lr_ratio
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
+    min_lr_ratio: float = 0.1
+    warmup_iterations: int = 0  #: linear warm-up from 0 over the first iterations
     weight_decay: float = 0.0
     betas: tuple = (0.9, 0.999)
     grad_clip: float = 1.0
@@ -375,6 +379,8 @@ def validate(cfg: Config) -> None:
     _check(a.compat in (None, "verl-agent"), "algorithm.compat must be null or 'verl-agent'")
     _check(0 < cfg.grouping.threshold <= 1, "grouping.threshold must be in (0, 1]")
     _check(o.lr > 0, "optim.lr must be > 0")
+    _check(0 <= o.min_lr_ratio <= 1, "optim.min_lr_ratio must be in [0, 1]")
+    _check(o.warmup_iterations >= 0, "optim.warmup_iterations must be >= 0")
     _check(o.ppo_epochs >= 1 and o.mini_batches >= 1 and o.micro_batch_size >= 1,
            "optim.ppo_epochs, optim.mini_batches and optim.micro_batch_size must be >= 1")
     _check(o.clip_low >= 0 and o.clip_high >= 0, "optim.clip_low/clip_high must be >= 0")

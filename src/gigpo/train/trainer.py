@@ -28,6 +28,7 @@ from gigpo.train.evaluate import build_collector, run_evaluation
 from gigpo.train.metrics import MetricsLog, plot_curves
 from gigpo.train.passes import PolicyPasses, right_align
 from gigpo.train.samples import write_samples
+from gigpo.train.schedule import lr_at
 from gigpo.train.value import (
     VALUE_HEAD_FILE,
     ValueHead,
@@ -81,7 +82,8 @@ class Trainer:
         self.value_head = None
         if self.spec.critic:  # PPO: a linear value head on the policy's last hidden state, its own param group
             self.value_head = ValueHead(hidden_size_of(self.model)).to(self.device)
-            groups.append({"params": list(self.value_head.parameters()), "lr": cfg.algorithm.value_lr or o.lr})
+            groups.append({"params": list(self.value_head.parameters()), "lr": cfg.algorithm.value_lr or o.lr,
+                           "lr_scale": (cfg.algorithm.value_lr or o.lr) / o.lr})
         self.trainable = params + (list(self.value_head.parameters()) if self.value_head is not None else [])
         self.optimizer = torch.optim.AdamW(groups, lr=o.lr, betas=tuple(o.betas), weight_decay=o.weight_decay)
         self.ref_model = None
@@ -178,11 +180,14 @@ class Trainer:
         # Every random draw of an iteration derives from (seed, iteration): an interrupted and resumed run
         # replays exactly what an uninterrupted one does.
         torch.manual_seed(int(np.random.default_rng([cfg.train.seed, it, 3]).integers(2**62)))
+        lr = lr_at(cfg, it)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr * group.get("lr_scale", 1.0)
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         batch, roll = collect_training_batch(self.collector, cfg, it)
         timings["time/rollout"] = time.perf_counter() - t0
-        rec: dict[str, Any] = {"iteration": it}
+        rec: dict[str, Any] = {"iteration": it, "optim/lr": lr}
         rec.update({f"rollout/{k}": v for k, v in roll.items()})
         rec["time/tokens_per_s_rollout"] = rec["rollout/response_tokens"] / max(timings["time/rollout"], 1e-9)
 
