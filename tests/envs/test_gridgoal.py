@@ -124,3 +124,29 @@ def test_registry():
         make("gridgoal", walls=3)
     with pytest.raises(ValueError):
         GridGoalEnv(size=1)
+
+
+def test_distance_shaping_is_potential_based():
+    import random
+
+    from gigpo.envs import make
+
+    rng = random.Random(0)
+    for seed in range(20):
+        env = make("gridgoal", size=4, max_steps=12, shaping=0.1)
+        _, info = env.reset(seed)
+        (ar, ac), (gr, gc) = info["state_key"]
+        dist, total, done = abs(gr - ar) + abs(gc - ac), 0.0, False
+        start = dist
+        while not done:
+            _, r, done, info = env.step(rng.choice(["up", "down", "left", "right"]))
+            (ar, ac), _ = info["state_key"]
+            new = abs(gr - ar) + abs(gc - ac)
+            assert abs(r - (float(info["won"]) + 0.1 * (dist - new))) < 1e-9
+            assert info["score"] == float(info["won"])
+            dist, total = new, total + r
+        # potential-based: the shaping terms telescope to 0.1 * (start - end distance)
+        assert abs(total - (float(info["won"]) + 0.1 * (start - dist))) < 1e-9
+    env = make("gridgoal", size=4)  # sparse by default
+    env.reset(5)
+    assert env.step("left")[1] in (0.0, 1.0)

@@ -152,3 +152,26 @@ def test_sweep_end_to_end_resume_and_failure(tmp_path, capsys, monkeypatch):
     err = next((out / "cells").glob("name=_nonexistent_model-*/seed0/sweep_error.txt")).read_text()
     assert "exit code" in err and "nonexistent" in err
     assert "| tiny | 1 |" in md  # the grpo/tiny cell was reused from the first sweep (same config hash)
+
+
+def test_hash_ignores_default_valued_keys_and_finds_runs_by_saved_config(tmp_path):
+    import yaml
+
+    from gigpo.train.config import load_config
+    from gigpo.train.sweep import _find_existing, config_hash
+
+    cfg = load_config("quickstart", ["algorithm=grpo", "train.iterations=1"]).to_dict()
+    older = json.loads(json.dumps(cfg, default=str))
+    # A config saved by a version without some key is the same config when that key holds its default now.
+    older["rollout"].pop("top_p")  # quickstart leaves top_p at its default 1.0
+    assert config_hash(older) == config_hash(cfg)
+    changed = json.loads(json.dumps(cfg, default=str))
+    changed["optim"]["lr"] = 0.5
+    assert config_hash(changed) != config_hash(cfg)
+
+    cell = build_cells("quickstart", {}, ["algorithm=grpo", "train.iterations=1"])[0]
+    run = tmp_path / "cells" / "renamed-deadbeef" / "seed0"
+    _write_run(run, [0.5], {})
+    (run / "config.yaml").write_text(yaml.safe_dump(older))
+    assert _find_existing(tmp_path, cell, 0) == run
+    assert _find_existing(tmp_path, cell, 1) is None

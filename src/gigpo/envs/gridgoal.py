@@ -27,10 +27,14 @@ class GridGoalEnv(Env):
       character tokenizer sees one token per cell), e.g. ``". . G .\\n. P . ."``; a pure function of the state.
     * ``state_key`` = ``(agent, goal)`` as ``(row, col)`` tuples; ``score`` = ``float(won)``.
 
+    * ``shaping`` (default 0: sparse): adds ``shaping · (d_before − d_after)`` to each step's reward, d = Manhattan
+      distance to the goal — potential-based shaping (Ng, Harada & Russell, 1999: Φ = −shaping·d), which leaves the
+      optimal policy unchanged but tells every step whether it moved closer. ``won``/``score`` ignore it.
+
     Start cells: ``random.Random(seed).sample`` of two distinct cells, so N envs reset with one seed are identical.
     """
 
-    def __init__(self, *, size: int = 4, max_steps: int = 8, cell_sep: str = " ") -> None:
+    def __init__(self, *, size: int = 4, max_steps: int = 8, cell_sep: str = " ", shaping: float = 0.0) -> None:
         if size < 2:
             raise ValueError(f"gridgoal size must be >= 2, got {size}")
         if max_steps < 1:
@@ -38,6 +42,7 @@ class GridGoalEnv(Env):
         self.size = size
         self.max_steps = max_steps
         self.cell_sep = cell_sep
+        self.shaping = float(shaping)
         self.instructions = (
             f"You are P on a {size}x{size} grid. Reach the goal G. Each turn answer one action: up, down, left or "
             "right. Moving off the grid does nothing. Rows are listed top to bottom; '.' is an empty cell."
@@ -75,6 +80,7 @@ class GridGoalEnv(Env):
             raise EnvError("gridgoal: step() after the episode ended (or before reset())")
         self._steps += 1
         move = MOVES.get(action.strip().lower()) if isinstance(action, str) else None
+        dist_before = self._distance()
         if move is not None:
             r, c = self._agent[0] + move[0], self._agent[1] + move[1]
             if 0 <= r < self.size and 0 <= c < self.size:
@@ -88,4 +94,8 @@ class GridGoalEnv(Env):
             "admissible_actions": list(ACTIONS),
             "score": float(won),
         }
-        return self.render(), 1.0 if won else 0.0, self._done, info
+        reward = (1.0 if won else 0.0) + self.shaping * (dist_before - self._distance())
+        return self.render(), reward, self._done, info
+
+    def _distance(self) -> int:
+        return abs(self._agent[0] - self._goal[0]) + abs(self._agent[1] - self._goal[1])

@@ -109,12 +109,33 @@ def _slug(grid: dict[str, str]) -> str:
     return s[:80]
 
 
+def _flat(d: dict, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v and not prefix.count("."):  # sections and one level below (env.options)
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def config_signature(cfg_dict: dict) -> dict[str, object]:
+    """The settings of a resolved config that differ from the code's defaults, flattened, JSON-normalised,
+    without the keys that do not change the math (seed, run dir, progress bar, TensorBoard).
+
+    Dropping defaults makes the signature stable when the code gains new options with defaults (a saved run's
+    config.yaml from an older version still matches) while a changed value always changes it."""
+    from gigpo.train.config import Config
+
+    norm = json.loads(json.dumps(cfg_dict, default=str))
+    defaults = _flat(json.loads(json.dumps(Config().to_dict(), default=str)))
+    skip = {"train.seed", "train.run_dir", "train.progress", "train.tensorboard"}
+    return {k: v for k, v in sorted(_flat(norm).items()) if k not in skip and defaults.get(k, object()) != v}
+
+
 def config_hash(cfg_dict: dict) -> str:
-    """8 hex digits of SHA-256 over the resolved config without the keys that do not change the math."""
-    d = json.loads(json.dumps(cfg_dict, default=str))
-    for k in ("seed", "run_dir", "progress", "tensorboard"):
-        d.get("train", {}).pop(k, None)
-    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:8]
+    """8 hex digits of SHA-256 over :func:`config_signature`."""
+    return hashlib.sha256(json.dumps(config_signature(cfg_dict), sort_keys=True).encode()).hexdigest()[:8]
 
 
 def build_cells(config: str | None, grid: dict[str, list[str]], fixed: list[str]) -> list[Cell]:
@@ -146,11 +167,22 @@ def run_finished(run_dir: Path, iterations: int) -> bool:
 
 
 def _find_existing(out: Path, cell: Cell, seed: int) -> Path | None:
-    """A finished run of an identical config (same hash) under any slug, e.g. written by another grid."""
+    """A finished run of an identical config under any slug (e.g. written by another grid): by the hash in the
+    directory name, else by the hash of a run's saved config.yaml (directories named by another code version)."""
+    import yaml
+
     h = cell.key.rsplit("-", 1)[-1]
     for d in sorted((out / "cells").glob(f"*-{h}/seed{seed}")):
         if run_finished(d, cell.iterations):
             return d
+    for d in sorted((out / "cells").glob(f"*/seed{seed}")):
+        saved = d / "config.yaml"
+        if saved.exists() and run_finished(d, cell.iterations):
+            try:
+                if config_hash(yaml.safe_load(saved.read_text())) == h:
+                    return d
+            except (yaml.YAMLError, TypeError, ValueError):
+                continue
     return None
 
 
