@@ -176,6 +176,7 @@ def write_report(docs: Path, out: Path, args, config: str, agg_arms, agg_omega, 
         + (f", frozen at the start into `{args.snapshot}` (all runs used that copy)" if args.snapshot else ""),
         f"- config: `configs/{Path(config).name}`; seeds 0..{args.seeds - 1}",
         f"- command: `python benchmarks/step_credit.py --out {out} --workers {args.workers} --seeds {args.seeds}"
+        + (f" --snapshot {args.snapshot}" if args.snapshot else "")
         + (" " + " ".join(args.overrides) if args.overrides else "") + "`, equivalent to",
         f"  - `{cmd_arms}`",
         f"  - `{cmd_omega}` (ω = 0 taken from the grpo arm, ω = 1.0 from the gigpo arm: identical configs)",
@@ -210,9 +211,14 @@ def write_report(docs: Path, out: Path, args, config: str, agg_arms, agg_omega, 
         lines += [f"## Not run ({len(missing)}: out of the time budget; rerun the command to complete them)", ""]
         lines += [f"- {c.label} seed={s}" for c, s in missing]
         lines.append("")
-    lines += ["## Per-seed numbers", "", f"See `{out}/arms.md`, `{out}/omega.md` and the per-iteration "
-              f"`{out}/arms.csv`, `{out}/omega.csv` (copied here as step_credit_arms.csv / step_credit_omega.csv).",
-              ""]
+    lines += ["## Per-seed numbers (final_success / final_eval_success)", ""]
+    arm_keys = {a["cell"].key for a in agg_arms}
+    for a in agg_arms + [a for a in agg_omega if a["cell"].key not in arm_keys]:  # ω = 0, 1.0 are arms
+        parts = [f"seed {s}: {f.get('final_success', float('nan')):.3f} / {f.get('final_eval_success', float('nan')):.3f}"
+                 for s, f in sorted(a["per_seed"].items())]
+        lines.append(f"- {a['cell'].label}: " + ("; ".join(parts) or "no finished run"))
+    lines += ["", "Per-iteration mean, std and n over seeds of every logged metric: step_credit_arms.csv, "
+              "step_credit_omega.csv (copies of the sweep's CSVs).", ""]
     for name in ("arms.csv", "omega.csv"):
         if (out / name).exists():
             shutil.copyfile(out / name, docs / f"step_credit_{name}")
