@@ -20,7 +20,9 @@ SHORT = ["env.max_steps=3"]
 
 def _visited(seed: int, steps: int = 3) -> list[str]:
     """Observations an always-"up" agent sees in gridgoal (quickstart options, max_steps=3) from ``seed``."""
-    env = make("gridgoal", size=4, max_steps=steps)
+    from gigpo.train.config import load_config
+
+    env = make("gridgoal", **{**load_config().env.options, "max_steps": steps})
     obs, _ = env.reset(seed)
     seen = [obs]
     for _ in range(steps - 1):

@@ -15,6 +15,8 @@ from gigpo.train.trainer import Trainer
 
 SMALL = [
     "model.tiny={english_words: false, hidden_size: 32, intermediate_size: 64}",
+    # constant: a decaying schedule depends on train.iterations, which the resume test changes
+    "optim.lr_schedule=constant",
     "env.size=3", "env.max_steps=4",
     "rollout.groups=2", "rollout.group_size=3",
     "optim.micro_batch_size=8", "optim.mini_batches=2", "optim.ppo_epochs=2",
@@ -88,7 +90,8 @@ def test_non_finite_loss_skips_the_update(tmp_path, monkeypatch):
     cfg = small_cfg(tmp_path / "run", "train.iterations=1", "train.eval_episodes=0")
     trainer = Trainer(cfg)
     before = [p.detach().clone() for p in trainer.model.parameters()]
-    monkeypatch.setattr(trainer, "advantages", lambda batch: (np.full(len(batch), np.nan), {}))
+    monkeypatch.setattr("gigpo.train.trainer.row_advantages",
+                        lambda cfg, batch, *a, **k: (np.full(len(batch), np.nan), None, {}))
     with pytest.warns(UserWarning, match="non-finite loss; update skipped"):
         rec = trainer.train()
     assert rec["update/skipped_steps"] > 0
@@ -115,3 +118,11 @@ def test_cli_train_eval_and_bad_input(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "unknown env 'nowhere'" in err and "expected an integer" in err
     assert cli_main(["eval", "--checkpoint", str(tmp_path / "missing")]) == 2
+
+
+def test_grouping_quality_is_logged_under_noise(tmp_path):
+    cfg = small_cfg(tmp_path / "run", "env=gridgoal-noisy", "env.size=3", "env.max_steps=3", "env.ad_rate=1.0",
+                    "grouping.metric=ro", "grouping.threshold=0.5", "train.iterations=1", "train.eval_episodes=0")
+    rec = Trainer(cfg).train()
+    for key in ("grouping/precision", "grouping/recall", "grouping/f1"):
+        assert 0.0 <= rec[key] <= 1.0

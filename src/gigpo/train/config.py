@@ -280,6 +280,9 @@ def apply_overrides(cfg: Config, flat: dict[str, Any]) -> Config:
             )
         head, _, rest = sub.partition(".")
         tp = field_types[head]
+        if section == "env" and head == "name" and value != obj.name:
+            # a different env: the options set so far (e.g. by a preset) belong to the previous one
+            obj.options.clear()
         if rest:  # dict-valued field, e.g. model.tiny.hidden_size=64
             if not (tp is dict or get_origin(tp) is dict):
                 raise ConfigError(f"unknown config key {key!r}: {section}.{head} has no sub-keys")

@@ -10,7 +10,8 @@ from gigpo.algo import compute_advantages
 from gigpo.algo.estimators import gae, ppo_step_combine, reinforce_pp, whiten
 from gigpo.rollout.batch import RolloutBatch
 from gigpo.train.algorithms import spec_of
-from gigpo.train.grouping import anchors_for
+from gigpo.algo.similarity import grouping_quality
+from gigpo.train.grouping import anchors_for, hashable_key
 
 
 def estimator_args(cfg: Any) -> dict:
@@ -52,6 +53,8 @@ def row_advantages(
         for k, v in out.stats.items():
             if isinstance(v, (int, float)):
                 stats[f"grouping/{k}"] = float(v)
+        if spec.step_level and g.metric != "state_key":
+            stats.update(grouping_quality_stats(batch, out.step_group_ids))
     targets = None
     if spec.advantage == "group":
         adv = out.advantages
@@ -70,3 +73,12 @@ def row_advantages(
     stats["adv/mean"] = float(adv.mean())
     stats["adv/std"] = float(adv.std())
     return adv, targets, stats
+
+
+def grouping_quality_stats(batch: RolloutBatch, step_group_ids: np.ndarray) -> dict:
+    """Pairwise precision/recall/F1 of the step groups against the env's true state keys — only when the env
+    reports true states that differ from the anchors (e.g. under ads noise); otherwise there is nothing to score."""
+    if all(k == o for k, o in zip(batch.state_key, batch.observation)):
+        return {}
+    q = grouping_quality(step_group_ids, [hashable_key(k) for k in batch.state_key], batch.group_id)
+    return {f"grouping/{k}": float(q[k]) for k in ("precision", "recall", "f1")}

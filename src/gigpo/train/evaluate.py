@@ -48,11 +48,16 @@ def build_collector(cfg: Config, engine: Any, tokenizer: Any, split: str | None 
         max_prompt = min(max_prompt, context - r.max_response_tokens)
     builder = PromptBuilder(tokenizer, max_prompt, cfg.prompt.format, cfg.prompt.show_admissible,
                             include_instructions=cfg.prompt.instructions)
-    return Collector(
+    collector = Collector(
         env_factory(cfg, split), engine, builder, max_steps=r.max_steps, max_response_tokens=r.max_response_tokens,
         temperature=r.temperature, top_p=r.top_p, invalid_penalty=r.invalid_penalty,
         history_length=cfg.prompt.history_length, require_think=cfg.prompt.require_think,
     )
+    if r.mode == "concat":  # one growing sequence per trajectory (RAGEN-style), in training and evaluation alike
+        from gigpo.train.algorithms import context_limit
+
+        collector.set_mode("concat", context_limit(cfg, engine.model), r.context_limit_policy)
+    return collector
 
 
 def evaluation_summary(batch: RolloutBatch) -> dict:

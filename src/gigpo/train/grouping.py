@@ -17,13 +17,13 @@ def anchors_for(batch: RolloutBatch, metric: str, threshold: float) -> tuple[lis
     if metric == "exact":
         return list(batch.observation), None, "ro"
     if metric == "state_key":
-        return [_hashable(k) for k in batch.state_key], None, "ro"
+        return [hashable_key(k) for k in batch.state_key], None, "ro"
     return list(batch.observation), float(threshold), metric
 
 
-def _hashable(key: Any) -> Any:
+def hashable_key(key: Any) -> Any:
     if isinstance(key, list):
-        return tuple(_hashable(k) for k in key)
+        return tuple(hashable_key(k) for k in key)
     if isinstance(key, dict):
-        return tuple(sorted((k, _hashable(v)) for k, v in key.items()))
+        return tuple(sorted((k, hashable_key(v)) for k, v in key.items()))
     return key

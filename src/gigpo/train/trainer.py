@@ -19,7 +19,7 @@ import yaml
 from gigpo.algo import kl_penalty, policy_loss
 from gigpo.algo.losses import aggregate, gspo_loss, value_loss
 from gigpo.rollout import HFEngine, RolloutBatch
-from gigpo.train.algorithms import context_limit, spec_of
+from gigpo.train.algorithms import spec_of
 from gigpo.train.checkpoint import list_checkpoints, load_trainer_state, restore_rng, save_checkpoint
 from gigpo.train.config import Config, config_from_dict
 from gigpo.train.dynamic_sampling import collect_training_batch
@@ -93,10 +93,6 @@ class Trainer:
         self.engine = HFEngine(self.model, self.tok, self.device)
         self.collector = build_collector(cfg, self.engine, self.tok)
         self.eval_collector = build_collector(cfg, self.engine, self.tok, split="test")
-        if cfg.rollout.mode == "concat":  # one growing sequence per trajectory, evaluated the same way
-            limit = context_limit(cfg, self.model)
-            for c in (self.collector, self.eval_collector):
-                c.set_mode("concat", limit, cfg.rollout.context_limit_policy)
         self.metrics = MetricsLog(self.run_dir, cfg.train.tensorboard)
         if _resume_from is not None:
             state = load_trainer_state(_resume_from)
