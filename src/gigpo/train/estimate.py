@@ -8,9 +8,9 @@ import numpy as np
 
 from gigpo.algo import compute_advantages
 from gigpo.algo.estimators import gae, ppo_step_combine, reinforce_pp, whiten
+from gigpo.algo.similarity import grouping_quality
 from gigpo.rollout.batch import RolloutBatch
 from gigpo.train.algorithms import spec_of
-from gigpo.algo.similarity import grouping_quality
 from gigpo.train.grouping import anchors_for, hashable_key
 
 
