@@ -47,14 +47,38 @@ def response_logprobs(
     B × prompt × V. Position ids follow the attention mask, as in generation with left padding, so these
     log-probs match the sampler's.
     """
+    logp, mask, ent, _ = policy_forward(model, prompt_ids, response_ids, pad_id=pad_id, device=device,
+                                        temperature=temperature, with_entropy=with_entropy)
+    return logp, mask, ent
+
+
+def policy_forward(
+    model: Any,
+    prompt_ids: list[list[int]],
+    response_ids: list[list[int]],
+    *,
+    pad_id: int,
+    device: torch.device,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+    with_prompt_hidden: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """:func:`response_logprobs` plus, with ``with_prompt_hidden``, the final hidden state at each row's last
+    prompt token ``(B, H)`` (what a value head reads). In the right-aligned packing row r's last prompt token sits
+    at column ``width − len(response_r) − 1``."""
     ids, attn, resp_mask, L = pack_right_aligned(prompt_ids, response_ids, pad_id)
     ids, attn, resp_mask = ids.to(device), attn.to(device), resp_mask.to(device)
     pos = (attn.cumsum(-1) - 1).clamp(min=0)
-    out = model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=L + 1, use_cache=False)
+    out = model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=L + 1, use_cache=False,
+                output_hidden_states=with_prompt_hidden)
     logits = out.logits[:, -(L + 1):-1, :].float()  # position j predicts token j+1
     if temperature and temperature != 1.0:
         logits = logits / temperature
     targets = ids[:, -L:]
     logp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     ent = entropy_from_logits(logits) if with_entropy else None
-    return logp * resp_mask, resp_mask, ent
+    hidden = None
+    if with_prompt_hidden:
+        col = torch.tensor([ids.shape[1] - len(r) - 1 for r in response_ids], device=device)
+        hidden = out.hidden_states[-1][torch.arange(ids.shape[0], device=device), col]
+    return logp * resp_mask, resp_mask, ent, hidden

@@ -8,8 +8,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from gigpo.algo.losses import entropy_from_logits
-from gigpo.train.logprobs import pack_right_aligned, response_logprobs
+from gigpo.train.logprobs import policy_forward
 
 VALUE_HEAD_FILE = "value_head.safetensors"
 
@@ -66,23 +65,8 @@ def forward_policy(
     With one, a single forward gives both: logits at the last L + 1 positions, the final hidden state for the
     value. In the right-aligned packing row r's last prompt token sits at column ``width − len(response_r) − 1``.
     """
-    if head is None:
-        lp, mask, ent = response_logprobs(
-            model, prompt_ids, response_ids, pad_id=pad_id, device=device, temperature=temperature,
-            with_entropy=with_entropy,
-        )
-        return lp, mask, ent, None
-    ids, attn, resp_mask, L = pack_right_aligned(prompt_ids, response_ids, pad_id)
-    ids, attn, resp_mask = ids.to(device), attn.to(device), resp_mask.to(device)
-    pos = (attn.cumsum(-1) - 1).clamp(min=0)
-    out = model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=L + 1, use_cache=False,
-                output_hidden_states=True)
-    logits = out.logits[:, -(L + 1):-1, :].float()
-    if temperature and temperature != 1.0:
-        logits = logits / temperature
-    logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, -L:].unsqueeze(-1)).squeeze(-1)
-    ent = entropy_from_logits(logits) if with_entropy else None
-    width = ids.shape[1]
-    col = torch.tensor([width - len(r) - 1 for r in response_ids], device=device)
-    hidden = out.hidden_states[-1][torch.arange(ids.shape[0], device=device), col]
-    return logp * resp_mask, resp_mask, ent, head(hidden)
+    logp, mask, ent, hidden = policy_forward(
+        model, prompt_ids, response_ids, pad_id=pad_id, device=device, temperature=temperature,
+        with_entropy=with_entropy, with_prompt_hidden=head is not None,
+    )
+    return logp, mask, ent, (head(hidden) if head is not None else None)
