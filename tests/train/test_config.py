@@ -2,7 +2,7 @@
 
 import pytest
 
-from gigpo.train.config import Config, ConfigError, config_from_dict, describe, load_config
+from gigpo.train.config import CONFIG_DIR, Config, ConfigError, config_from_dict, describe, load_config
 
 
 def test_quickstart_preset_loads():
@@ -62,3 +62,9 @@ def test_describe_lists_every_section():
     for key in ("env.name", "rollout.group_size", "algorithm.step_weight", "grouping.threshold", "optim.clip_high",
                 "train.iterations", "lora.r", "prompt.history_length"):
         assert key in text
+
+
+@pytest.mark.parametrize("preset", sorted(p.stem for p in CONFIG_DIR.glob("*.yaml")))
+def test_every_preset_loads_and_validates(preset):
+    cfg = load_config(preset)
+    assert cfg.env.name and cfg.model.name
