@@ -8,7 +8,7 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rapidfuzz.distance import Indel
 
@@ -84,6 +84,16 @@ def adversarial(rng: random.Random) -> list[str]:
     ]
 
 
+@pytest.fixture(params=["compiled", "numpy"])
+def backend(request, monkeypatch):
+    """Run a test on the numba core and on the numpy/cydifflib fallback (GIGPO_NO_JIT set)."""
+    if request.param == "numpy":
+        monkeypatch.setenv(sim.NO_JIT_ENV, "1")
+    elif sim.jit_backend() is None:
+        pytest.skip("numba is not installed")
+    return request.param
+
+
 # --- the compiled matcher and the seeded exact count --------------------------------------------------------
 
 
@@ -144,7 +154,7 @@ def test_need_matches_is_the_exact_float_cut():
 
 
 @pytest.mark.parametrize("threshold", [0.2, 0.5, 0.8, 0.9, 0.97, 1.0])
-def test_leader_cluster_ro_equals_naive_on_noisy_pages(threshold):
+def test_leader_cluster_ro_equals_naive_on_noisy_pages(threshold, backend):
     steps = 12 if threshold == 1.0 else 30  # at 1.0 every text leads: naive is quadratic
     texts = noisy_groups(seed=int(threshold * 100), n_pages=5, steps=steps, size=600)
     texts += texts[:5]  # exact duplicates
@@ -152,7 +162,7 @@ def test_leader_cluster_ro_equals_naive_on_noisy_pages(threshold):
 
 
 @pytest.mark.parametrize("threshold", [0.3, 0.95])
-def test_leader_cluster_ro_equals_naive_on_adversarial(threshold):
+def test_leader_cluster_ro_equals_naive_on_adversarial(threshold, backend):
     texts = adversarial(random.Random(5))
     assert np.array_equal(leader_cluster(texts, threshold), naive(texts, threshold, ro_ratio))
 
@@ -164,7 +174,7 @@ def test_leader_cluster_indel_equals_naive(threshold):
     assert np.array_equal(got, naive(texts, threshold, indel_score))
 
 
-def test_threshold_exactly_at_a_ratio_passes_and_one_ulp_above_fails():
+def test_threshold_exactly_at_a_ratio_passes_and_one_ulp_above_fails(backend):
     rng = random.Random(9)
     for _ in range(30):
         p = page(rng, rng.randint(40, 900))
@@ -178,7 +188,7 @@ def test_threshold_exactly_at_a_ratio_passes_and_one_ulp_above_fails():
         assert leader_cluster([a, b], r, metric="indel").tolist() == [0, 0]
 
 
-def test_leader_is_the_first_argument():
+def test_leader_is_the_first_argument(backend):
     # R-O is asymmetric (ties broken by position in the first string); the leader comes first, as in naive.
     a, b = "aababb", "abbbbab"
     r_ab, r_ba = ro_ratio(a, b), ro_ratio(b, a)
@@ -200,7 +210,7 @@ def _mutate(rng: random.Random, s: str) -> str:
     return s
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     seed=st.integers(0, 2**31),
     n_base=st.integers(1, 4),
@@ -208,7 +218,7 @@ def _mutate(rng: random.Random, s: str) -> str:
     length=st.integers(0, 260),
     threshold=st.sampled_from([0.1, 0.45, 0.7, 0.85, 0.93, 1.0]),
 )
-def test_property_ro_matches_naive(seed, n_base, n, length, threshold):
+def test_property_ro_matches_naive(seed, n_base, n, length, threshold, backend):
     rng = random.Random(seed)
     bases = ["".join(rng.choice("abc xyz") for _ in range(length)) for _ in range(n_base)]
     texts = [_mutate(rng, rng.choice(bases)) for _ in range(n)]
@@ -265,7 +275,7 @@ def test_unknown_metric():
         leader_cluster(["a"], 0.5, metric="cosine")
 
 
-def test_empty_and_determinism():
+def test_empty_and_determinism(backend):
     assert leader_cluster([], 0.9).shape == (0,)
     texts = noisy_groups(11, 3, 30, 600)
     first = leader_cluster(texts, 0.9)
@@ -274,7 +284,7 @@ def test_empty_and_determinism():
 
 
 @pytest.mark.parametrize("metric", ["ro", "indel", "minhash", "exact"])
-def test_many_equals_map(monkeypatch, metric):
+def test_many_equals_map(monkeypatch, metric, backend):
     groups = [noisy_groups(s, 3, 15, 400) for s in range(4)] + [[]]
     expect = [leader_cluster(g, 0.8, metric) for g in groups]
     got = leader_cluster_many(groups, 0.8, metric)

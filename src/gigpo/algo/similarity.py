@@ -7,6 +7,7 @@ import numbers
 import os
 from collections.abc import Hashable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from typing import Any
 
 import numpy as np
 
@@ -17,9 +18,77 @@ from gigpo.algo.similarity_minhash import minhash_leader_cluster
 METRICS = ("ro", "indel", "minhash", "exact", "state_key")
 TEXT_METRICS = ("ro", "indel", "minhash")
 
-# Heuristic: processes cost a fork plus pickling every text, so they pay only for batches whose serial run takes
-# seconds (16 x 400 pages of 1.8 KB = 12M chars takes 2-4 s of CPU, see docs/results/grouping.md).
+# Heuristic for the metrics without a compiled core ("indel", "minhash", and "ro" without numba): processes cost
+# a fork plus pickling every text, so they pay only for batches whose serial run takes seconds.
 _PARALLEL_MIN_CHARS = 2_000_000
+
+# Set to any non-empty value to bypass the compiled (numba) "ro" core and use the numpy/rapidfuzz path.
+NO_JIT_ENV = "GIGPO_NO_JIT"
+_jit_module: Any = None
+
+
+def jit_backend() -> Any:
+    """The compiled "ro" core (gigpo.algo.similarity_jit) or None when numba is missing or GIGPO_NO_JIT is set.
+
+    Imported on first use: numba's import and the first compilation (cached on disk afterwards) cost seconds,
+    which ``import gigpo`` should not pay.
+    """
+    global _jit_module
+    if os.environ.get(NO_JIT_ENV):
+        return None
+    if _jit_module is None:
+        try:
+            from gigpo.algo import similarity_jit
+        except ImportError:  # numba not installed: `pip install gigpo[fast]`
+            _jit_module = False
+        else:
+            _jit_module = similarity_jit
+    return _jit_module or None
+
+
+def _ro_compiled(
+    jit: Any, groups: Sequence[Sequence[str]], threshold: float, workers: int
+) -> list[np.ndarray]:
+    """ "ro" leader clustering of every group in one compiled call (groups spread over ``workers`` threads).
+
+    Identical texts are merged first (a text scores 1.0 against its own leader, so it joins the same cluster).
+    """
+    distinct: list[str] = []
+    inverse: list[np.ndarray] = []
+    group_off = [0]
+    for g in groups:
+        first: dict[str, int] = {}
+        inverse.append(
+            np.fromiter((first.setdefault(t, len(first)) for t in g), dtype=np.int64, count=len(g))
+        )
+        distinct.extend(first)
+        group_off.append(len(distinct))
+    # surrogatepass: a str may hold lone surrogates; they are just code points here, as in difflib.
+    cp = np.frombuffer("".join(distinct).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    off = np.zeros(len(distinct) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, distinct), dtype=np.int64, count=len(distinct)), out=off[1:])
+    goff = np.asarray(group_off, dtype=np.int64)
+    if len(groups) > 1 and workers > 1:
+        import numba
+
+        before = numba.get_num_threads()
+        numba.set_num_threads(max(1, min(workers, numba.config.NUMBA_NUM_THREADS)))
+        try:
+            ids = jit.cluster_groups(cp, off, goff, threshold)
+        finally:
+            numba.set_num_threads(before)
+    else:
+        ids = (
+            np.concatenate(
+                [
+                    jit.cluster_group(cp[off[a] : off[b]], off[a : b + 1] - off[a], threshold)
+                    for a, b in zip(group_off[:-1], group_off[1:], strict=True)
+                ]
+            )
+            if distinct
+            else np.zeros(0, np.int64)
+        )
+    return [ids[a:b][inv] for a, b, inv in zip(group_off[:-1], group_off[1:], inverse, strict=True)]
 
 
 def ro_ratio(a: str, b: str) -> float:
@@ -50,7 +119,8 @@ def leader_cluster(texts: Sequence[Hashable], threshold: float, metric: str = "r
     Each text joins the first existing cluster (creation order) whose leader (first member) scores
     ``>= threshold`` against it, else it leads a new cluster. Scores (leader first, text second):
       - "ro": difflib.SequenceMatcher(None, leader, text, autojunk=False).ratio() — assignment identical to the
-        naive loop, computed with exact skip bounds and a seeded compiled matcher;
+        naive loop, computed with exact skip bounds and seeded block finding (compiled with numba when installed,
+        see similarity_jit; numpy + cydifflib otherwise, see similarity_leader);
       - "indel": rapidfuzz.distance.Indel.normalized_similarity = 2·LCS/(|a|+|b|) — identical to the naive loop;
       - "minhash": estimated Jaccard of 3-word shingles, LSH-banded (approximate; see similarity_minhash);
       - "exact": equality (any hashable anchors; threshold is irrelevant but still checked).
@@ -63,6 +133,9 @@ def leader_cluster(texts: Sequence[Hashable], threshold: float, metric: str = "r
         return np.fromiter((first.setdefault(t, len(first)) for t in texts), dtype=np.int64, count=len(texts))
     if metric == "minhash":
         return minhash_leader_cluster(texts, threshold)  # type: ignore[arg-type]
+    jit = jit_backend() if metric == "ro" else None
+    if jit is not None:
+        return _ro_compiled(jit, [texts], threshold, workers=1)[0]  # type: ignore[list-item]
     return leader_cluster_text(texts, threshold, metric)  # type: ignore[arg-type]
 
 
@@ -75,13 +148,17 @@ def leader_cluster_many(
 ) -> list[np.ndarray]:
     """``[leader_cluster(g, threshold, metric) for g in groups]`` — identical result, independent groups in parallel.
 
-    Processes are used only when it pays: more than one worker, more than one group and at least
+    "ro" with numba installed runs every group in one compiled call, groups spread over ``workers`` threads.
+    Otherwise processes are used only when it pays: more than one worker, more than one group and at least
     ``_PARALLEL_MIN_CHARS`` characters of text in total. ``workers=None`` means min(#groups, os.cpu_count()).
     Results keep the input order, so the output is deterministic whatever the scheduling.
     """
     for g in groups:
         _check(g, threshold, metric)
     n_workers = min(len(groups), os.cpu_count() or 1) if workers is None else min(int(workers), len(groups))
+    jit = jit_backend() if metric == "ro" else None
+    if jit is not None:
+        return _ro_compiled(jit, groups, float(threshold), max(n_workers, 1))  # type: ignore[arg-type]
     size = sum(len(t) for g in groups for t in g if isinstance(t, str)) if metric in TEXT_METRICS else 0
     if n_workers <= 1 or size < _PARALLEL_MIN_CHARS:
         return [leader_cluster(g, threshold, metric) for g in groups]

@@ -1,0 +1,526 @@
+"""Compiled (numba) exact Ratcliff–Obershelp greedy-leader clustering: a whole episode group in one call.
+
+Same decisions as ``difflib.SequenceMatcher(None, leader, text, autojunk=False).ratio() >= threshold`` in the naive
+loop (see similarity.leader_cluster), every step in machine code. M is the R-O match count (ratio = 2M/(|a|+|b|));
+``need`` is the exact integer cut with M >= need ⇔ ratio >= threshold (need_of, difflib's float formula).
+
+1. Skip bounds per leader: ``min(|a|, |b|)`` and the character-multiset overlap (codepoints bucketed by
+   ``c & 255``: merging characters can only over-count, so it stays an upper bound).
+2. Seeded top blocks. Each leader gets a hash index of its q-grams (Q = 8) once. Every STRIDE-th q-gram of the
+   text is looked up; a hit records its maximal common run (extended both ways) if it is the run's first sampled
+   q-gram, so every maximal run of length >= LONG = Q + STRIDE - 1 is found exactly once. Hash collisions extend to
+   fewer than Q characters and are dropped: no verification pass is needed. difflib's recursion (top block =
+   longest common substring of the rectangle; ties to smallest i, then smallest j; recurse left and right) is
+   replayed on runs clipped to each rectangle whenever the rectangle's best clip is >= LONG — then it *is* the top
+   block, because every common substring that long lies in one found run.
+3. "Hard" rectangles (longest block < LONG) are resolved by difflib's own find_longest_match (``b2j`` position
+   lists from a radix sort, ``j2len`` rows in stamped arrays instead of dicts), only when the bounds below cannot
+   decide without them.
+4. With ``need``: stop once found + lower bounds of open rectangles reaches it (lower bound: best clipped run), or
+   found + upper bounds falls short. Upper bounds: ``min(w, h)`` for seeded rectangles; ``min(w, h, multiset,
+   LCS)`` for hard ones, LCS computed bit-parallel (Hyyrö 2004) on bucketed characters — M <= LCS because R-O's
+   blocks form a common subsequence. For pages that differ, found + Σ LCS drops below need after a handful of top
+   blocks, which is what keeps low thresholds fast.
+
+Optional: imported only when numba is installed (``pip install gigpo[fast]``); similarity_leader is the fallback.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+Q = 8
+_BASE = np.uint64(0x100000001B3)  # polynomial q-gram hash, wrapping mod 2^64; equal strings → equal hashes
+_MIX = np.uint64(0xFF51AFD7ED558CCD)  # murmur3 finaliser constant: spreads hashes over table slots
+_S33 = np.uint64(33)
+_NB = 256  # multiset / LCS character buckets
+_LCS_MIN = 32  # rectangles at least this wide and high get an LCS upper bound when deciding
+STRIDE = 4  # q-grams of the text looked up: every STRIDE-th (runs of length >= LONG are still all found)
+LONG = Q + STRIDE - 1
+_HIT_BUDGET = 32  # hits per character of the pair beyond which the seeded path gives up (repetitive text)
+
+
+@njit(cache=True)
+def need_of(threshold: float, total: int) -> int:
+    """Smallest m with ``2.0*m/total >= threshold`` (difflib's float formula); 0 when total is 0."""
+    if total == 0:
+        return 0
+    tf = float(total)
+    m = int(math.ceil(threshold * tf / 2.0))
+    if m > 0 and 2.0 * (m - 1) / tf >= threshold:
+        m -= 1
+    if 2.0 * m / tf < threshold:
+        m += 1
+    return m
+
+
+@njit(cache=True)
+def _qgram_hashes(s):
+    n = s.size - Q + 1
+    if n <= 0:
+        return np.zeros(0, np.uint64)
+    out = np.empty(n, np.uint64)
+    for j in range(n):
+        h = np.uint64(0)
+        for t in range(Q):
+            h = h * _BASE + np.uint64(s[j + t])
+        out[j] = h
+    return out
+
+
+@njit(cache=True)
+def _slot(h, shift):
+    x = h ^ (h >> _S33)
+    x = x * _MIX
+    x = x ^ (x >> _S33)
+    return np.int64(x >> shift)
+
+
+@njit(cache=True)
+def _table_bits(nq):
+    bits = 4
+    while (1 << bits) < 2 * nq:
+        bits += 1
+    return bits
+
+
+@njit(cache=True)
+def _build_index(hs, keys, head, nxt):
+    """Open-addressing table q-gram hash → first position; ``nxt`` chains equal-hash positions in increasing order."""
+    size = keys.size
+    shift = np.uint64(64 - _table_bits(hs.size))
+    for i in range(hs.size - 1, -1, -1):
+        h = hs[i]
+        s = _slot(h, shift)
+        while head[s] != -1 and keys[s] != h:
+            s = (s + 1) & (size - 1)
+        keys[s] = h
+        nxt[i] = head[s]
+        head[s] = i
+
+
+@njit(cache=True)
+def _seed_runs(a, b, hb, keys, head, nxt, runs):
+    """Maximal common runs that hold a q-gram of b starting at a multiple of STRIDE, as rows (i, j, k) of ``runs``.
+
+    Every maximal run of length >= LONG = Q + STRIDE - 1 holds such a q-gram, so all of those are found (shorter
+    ones may be). A hit (i, j) records its run only if j is the run's first sampled q-gram (fewer than STRIDE equal
+    characters before it), so each run appears once. Returns the count, or -1 if hits explode (repetitive text).
+    """
+    na, nb = a.size, b.size
+    size = keys.size
+    shift = np.uint64(64 - _table_bits(na - Q + 1))
+    budget = _HIT_BUDGET * (na + nb) // STRIDE + 256
+    hits = 0
+    n = 0
+    for j in range(0, hb.size, STRIDE):
+        h = hb[j]
+        s = _slot(h, shift)
+        while head[s] != -1 and keys[s] != h:
+            s = (s + 1) & (size - 1)
+        i = head[s]
+        while i != -1:
+            hits += 1
+            back = 0
+            while back < STRIDE and back < i and back < j and a[i - back - 1] == b[j - back - 1]:
+                back += 1
+            if back < STRIDE:
+                k = 0
+                while i + k < na and j + k < nb and a[i + k] == b[j + k]:
+                    k += 1
+                if k >= Q:  # else a hash collision
+                    if n == runs.shape[0]:
+                        return -1  # cannot happen (runs start on distinct text positions), kept as a guard
+                    runs[n, 0] = i - back
+                    runs[n, 1] = j - back
+                    runs[n, 2] = k + back
+                    n += 1
+            i = nxt[i]
+        if hits > budget:
+            return -1
+    return n
+
+
+@njit(cache=True)
+def _multiset_ub(a, alo, ahi, b, blo, bhi, ca, cb):
+    """min(w, h, Σ_bucket min(count_a, count_b)) for the rectangle: an upper bound on its LCS, hence on M."""
+    w, h = ahi - alo, bhi - blo
+    m = min(w, h)
+    if m <= 0:
+        return 0
+    ca[:] = 0
+    cb[:] = 0
+    for i in range(alo, ahi):
+        ca[a[i] & 255] += 1
+    for j in range(blo, bhi):
+        cb[b[j] & 255] += 1
+    tot = 0
+    for c in range(_NB):
+        tot += min(ca[c], cb[c])
+    return min(m, tot)
+
+
+@njit(cache=True)
+def _popcount(x):
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return np.int64((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
+@njit(cache=True)
+def _lcs_ub(a, alo, ahi, b, blo, bhi, pm, present, v):
+    """LCS of the rectangle's strings with characters bucketed by ``c & 255`` (bit-parallel, Hyyrö 2004).
+
+    Bucketing only adds matches, so this is >= the true LCS >= the R-O count M of the rectangle (R-O's blocks
+    form a common subsequence). Cost ceil(w/64)·h word operations.
+    """
+    w = ahi - alo
+    n_words = (w + 63) >> 6
+    for x in range(w):
+        c = a[alo + x] & 255
+        if not present[c]:
+            present[c] = True
+            pm[c, :n_words] = 0
+        pm[c, x >> 6] |= np.uint64(1) << np.uint64(x & 63)
+    v[:n_words] = ~np.uint64(0)
+    one = np.uint64(1)
+    for y in range(blo, bhi):
+        c = b[y] & 255
+        if not present[c]:  # no match in this row: V is unchanged
+            continue
+        carry = np.uint64(0)
+        for k in range(n_words):
+            x = v[k]
+            m = pm[c, k]
+            u = x & m
+            s = x + u
+            c1 = s < x
+            s2 = s + carry
+            c2 = s2 < s
+            carry = one if (c1 or c2) else np.uint64(0)
+            v[k] = s2 | (x & ~m)
+    total = 0
+    for k in range(n_words):
+        zeros = ~v[k]
+        if k == n_words - 1 and (w & 63):
+            zeros &= (one << np.uint64(w & 63)) - one
+        total += _popcount(zeros)
+    for x in range(w):
+        present[a[alo + x] & 255] = False
+    return total
+
+
+@njit(cache=True)
+def _longest_match(a, alo, ahi, blo, bhi, bo, rlo, rhi, lens, stamps, stamp):
+    """difflib's find_longest_match (no junk): (i, j, k, next stamp); ties → smallest i, then smallest j."""
+    best_i, best_j, best_k = alo, blo, 0
+    prev, cur = 0, 1
+    for i in range(alo, ahi):
+        lo, hi = rlo[i], rhi[i]
+        while lo < hi:  # first position >= blo among b's positions of the character a[i]
+            mid = (lo + hi) >> 1
+            if bo[mid] < blo:
+                lo = mid + 1
+            else:
+                hi = mid
+        for p in range(lo, rhi[i]):
+            j = bo[p]
+            if j >= bhi:
+                break
+            k = 1
+            if j > blo and stamps[prev, j - 1] == stamp - 1:
+                k = lens[prev, j - 1] + 1
+            lens[cur, j] = k
+            stamps[cur, j] = stamp
+            if k > best_k:
+                best_i, best_j, best_k = i - k + 1, j - k + 1, k
+        prev, cur = cur, prev
+        stamp += 1
+    return best_i, best_j, best_k, stamp + 2
+
+
+@njit(cache=True)
+def _decide(a, b, hb, keys, head, nxt, need, ws):
+    """Exact R-O match count M of (a, b), or with ``need >= 0`` a value v with (v >= need) == (M >= need).
+
+    ``ws`` is the per-call workspace tuple (runs, rect stack, hard stack, b2j arrays, stamped j2len rows, counts).
+    """
+    runs, stack, hard, bo, bsorted, rlo, rhi, lens, stamps, stamp_box, ca, cb, pm, present, v = ws
+    na, nb = a.size, b.size
+    found = 0
+    n_runs = -1
+    if hb.size > 0 and na >= Q:
+        n_runs = _seed_runs(a, b, hb, keys, head, nxt, runs)
+    n_hard = 0
+    hard_lb = 0
+    hard_ub = 0
+    if n_runs < 0:  # too short or too repetitive: the whole pair goes to difflib's algorithm
+        hard[0, 0], hard[0, 1], hard[0, 2], hard[0, 3] = 0, na, 0, nb
+        hard[0, 4], hard[0, 5] = 0, min(na, nb)
+        n_hard = 1
+        hard_ub = min(na, nb)
+        n_stack = 0
+        open_ub = 0
+        order = np.zeros(0, np.int64)
+    else:
+        order = np.argsort(-runs[:n_runs, 2])
+        stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, na, 0, nb
+        n_stack = 1
+        open_ub = min(na, nb)
+    while n_stack > 0:
+        if need >= 0:
+            if found + hard_lb >= need:
+                return found + hard_lb
+            if found + open_ub + hard_ub < need:
+                return found + open_ub + hard_ub
+        n_stack -= 1
+        alo, ahi, blo, bhi = stack[n_stack, 0], stack[n_stack, 1], stack[n_stack, 2], stack[n_stack, 3]
+        open_ub -= min(ahi - alo, bhi - blo)
+        best_k, best_i, best_j = 0, 0, 0
+        for r in range(n_runs):  # longest first: a run shorter than the best clip cannot win (equal can tie)
+            q = order[r]
+            rk = runs[q, 2]
+            if rk < best_k:
+                break
+            ri = runs[q, 0]
+            d = runs[q, 1] - ri
+            s = max(ri, alo, blo - d)
+            k = min(ri + rk, ahi, bhi - d) - s
+            if k > best_k or (k == best_k and k > 0 and (s < best_i or (s == best_i and s + d < best_j))):
+                best_k, best_i, best_j = k, s, s + d
+        if best_k < LONG:  # longest block of this rectangle is short: difflib's own search decides it later
+            lb = max(best_k, 0)
+            ub = _multiset_ub(a, alo, ahi, b, blo, bhi, ca, cb)
+            hard[n_hard, 0], hard[n_hard, 1], hard[n_hard, 2], hard[n_hard, 3] = alo, ahi, blo, bhi
+            hard[n_hard, 4], hard[n_hard, 5] = lb, ub
+            n_hard += 1
+            hard_lb += lb
+            hard_ub += ub
+            continue
+        found += best_k
+        if alo < best_i and blo < best_j:
+            stack[n_stack, 0], stack[n_stack, 1], stack[n_stack, 2], stack[n_stack, 3] = (
+                alo,
+                best_i,
+                blo,
+                best_j,
+            )
+            n_stack += 1
+            open_ub += min(best_i - alo, best_j - blo)
+        ei, ej = best_i + best_k, best_j + best_k
+        if ei < ahi and ej < bhi:
+            stack[n_stack, 0], stack[n_stack, 1], stack[n_stack, 2], stack[n_stack, 3] = ei, ahi, ej, bhi
+            n_stack += 1
+            open_ub += min(ahi - ei, bhi - ej)
+    if n_hard == 0:
+        return found
+    if need >= 0:
+        if found + hard_lb >= need:
+            return found + hard_lb
+        # Tighten the hard rectangles' upper bounds with their LCS before any difflib search: for pairs that fail,
+        # found + Σ LCS drops below need after a few top blocks (see docs/results/grouping.md).
+        for r in range(n_hard):
+            if found + hard_ub < need:
+                break
+            if min(hard[r, 1] - hard[r, 0], hard[r, 3] - hard[r, 2]) >= _LCS_MIN:
+                u = _lcs_ub(a, hard[r, 0], hard[r, 1], b, hard[r, 2], hard[r, 3], pm, present, v)
+                if u < hard[r, 5]:
+                    hard_ub -= hard[r, 5] - u
+                    hard[r, 5] = u
+        if found + hard_ub < need:
+            return found + hard_ub
+    if stamp_box[1] == 0:  # b2j is built once per text, and only when some pair of it reaches this phase
+        _set_b(ws, b)
+        stamp_box[1] = 1
+    # b2j of b restricted per character of a: rlo[i]:rhi[i] indexes b's sorted positions holding a[i].
+    for i in range(na):
+        rlo[i] = np.searchsorted(bsorted[:nb], a[i], side="left")
+        rhi[i] = np.searchsorted(bsorted[:nb], a[i], side="right")
+    stamp = stamp_box[0]
+    while n_hard > 0:
+        if need >= 0:
+            if found + hard_lb >= need:
+                break
+            if found + hard_ub < need:
+                break
+        n_hard -= 1
+        alo, ahi, blo, bhi = hard[n_hard, 0], hard[n_hard, 1], hard[n_hard, 2], hard[n_hard, 3]
+        hard_lb -= hard[n_hard, 4]
+        hard_ub -= hard[n_hard, 5]
+        if hard[n_hard, 5] == 0:
+            continue
+        i, j, k, stamp = _longest_match(a, alo, ahi, blo, bhi, bo, rlo, rhi, lens, stamps, stamp)
+        if k == 0:
+            continue
+        found += k
+        if alo < i and blo < j:
+            ub = _multiset_ub(a, alo, i, b, blo, j, ca, cb)
+            if need >= 0 and min(i - alo, j - blo) >= _LCS_MIN:
+                ub = min(ub, _lcs_ub(a, alo, i, b, blo, j, pm, present, v))
+            hard[n_hard, 0], hard[n_hard, 1], hard[n_hard, 2], hard[n_hard, 3] = alo, i, blo, j
+            hard[n_hard, 4], hard[n_hard, 5] = 0, ub
+            n_hard += 1
+            hard_ub += ub
+        if i + k < ahi and j + k < bhi:
+            ub = _multiset_ub(a, i + k, ahi, b, j + k, bhi, ca, cb)
+            if need >= 0 and min(ahi - i - k, bhi - j - k) >= _LCS_MIN:
+                ub = min(ub, _lcs_ub(a, i + k, ahi, b, j + k, bhi, pm, present, v))
+            hard[n_hard, 0], hard[n_hard, 1], hard[n_hard, 2], hard[n_hard, 3] = i + k, ahi, j + k, bhi
+            hard[n_hard, 4], hard[n_hard, 5] = 0, ub
+            n_hard += 1
+            hard_ub += ub
+    stamp_box[0] = stamp
+    if need >= 0 and n_hard > 0:
+        return found + hard_lb if found + hard_lb >= need else found + hard_ub
+    return found
+
+
+@njit(cache=True)
+def _workspace(max_len):
+    n = max_len + 2
+    runs = np.empty((n, 3), np.int64)
+    stack = np.empty((n + 2, 4), np.int64)
+    hard = np.empty((2 * n + 2, 6), np.int64)
+    bo = np.empty(n, np.int64)
+    bsorted = np.empty(n, np.uint32)
+    rlo = np.empty(n, np.int64)
+    rhi = np.empty(n, np.int64)
+    lens = np.zeros((2, n), np.int64)
+    stamps = np.full((2, n), -10, np.int64)
+    stamp_box = np.zeros(2, np.int64)  # [j2len stamp, b2j-loaded flag]
+    ca = np.zeros(_NB, np.int64)
+    cb = np.zeros(_NB, np.int64)
+    pm = np.zeros((_NB, n // 64 + 1), np.uint64)
+    present = np.zeros(_NB, np.bool_)
+    v = np.zeros(n // 64 + 1, np.uint64)
+    return runs, stack, hard, bo, bsorted, rlo, rhi, lens, stamps, stamp_box, ca, cb, pm, present, v
+
+
+@njit(cache=True)
+def _set_b(ws, b):
+    """Load the text's b2j into the workspace: its positions stably sorted by codepoint (LSD radix, 8 bits a pass)."""
+    bo, bsorted = ws[3], ws[4]
+    n = b.size
+    tmp = ws[5]  # rlo doubles as scratch: it is filled only after this, per pair
+    for p in range(n):
+        bo[p] = p
+    top = 0
+    for p in range(n):
+        top = max(top, np.int64(b[p]))
+    shift = 0
+    cnt = np.empty(257, np.int64)
+    while True:
+        cnt[:] = 0
+        for p in range(n):
+            cnt[((np.int64(b[bo[p]]) >> shift) & 255) + 1] += 1
+        for c in range(256):
+            cnt[c + 1] += cnt[c]
+        for p in range(n):
+            d = (np.int64(b[bo[p]]) >> shift) & 255
+            tmp[cnt[d]] = bo[p]
+            cnt[d] += 1
+        for p in range(n):
+            bo[p] = tmp[p]
+        shift += 8
+        if (top >> shift) == 0:
+            break
+    for p in range(n):
+        bsorted[p] = b[bo[p]]
+
+
+@njit(cache=True)
+def ro_decide_pair(a, b, need):
+    """For two codepoint arrays (a = SequenceMatcher's first argument): the exact R-O match count M if need < 0,
+    else a value v with (v >= need) == (M >= need). A standalone entry point for tests and one-off pairs."""
+    ha = _qgram_hashes(a)
+    bits = _table_bits(ha.size)
+    keys = np.zeros(1 << bits, np.uint64)
+    head = np.full(1 << bits, -1, np.int64)
+    nxt = np.empty(max(ha.size, 1), np.int64)
+    _build_index(ha, keys, head, nxt)
+    ws = _workspace(max(a.size, b.size))
+    return _decide(a, b, _qgram_hashes(b), keys, head, nxt, need, ws)
+
+
+@njit(cache=True)
+def cluster_group(cp, off, threshold):
+    """Greedy leader ids for distinct texts ``cp[off[t]:off[t+1]]`` (first-occurrence order), creation-ordered."""
+    n = off.size - 1
+    ids = np.empty(n, np.int64)
+    if n == 0:
+        return ids
+    max_len = 0
+    for t in range(n):
+        max_len = max(max_len, off[t + 1] - off[t])
+    ws = _workspace(max_len)
+    counts = np.zeros((n, _NB), np.int64)
+    leaders = np.empty(n, np.int64)
+    tab_off = np.zeros(n + 1, np.int64)  # leader k's hash table is keys/head[tab_off[k]:tab_off[k+1]]
+    keys = np.zeros(1024, np.uint64)
+    head = np.full(1024, -1, np.int64)
+    nxt = np.empty(off[n] + 1, np.int64)  # chains, indexed by the leader's own character offset
+    n_lead = 0
+    for t in range(n):
+        b = cp[off[t] : off[t + 1]]
+        lt = b.size
+        cnt_t = counts[t]
+        for x in range(lt):
+            cnt_t[b[x] & 255] += 1
+        hb = np.zeros(0, np.uint64)
+        prepared = False
+        assigned = -1
+        for k in range(n_lead):
+            ld = leaders[k]
+            a = cp[off[ld] : off[ld + 1]]
+            need = need_of(threshold, a.size + lt)
+            if min(a.size, lt) < need:
+                continue
+            ms = 0
+            cnt_a = counts[ld]
+            for c in range(_NB):
+                ms += min(cnt_a[c], cnt_t[c])
+            if ms < need:
+                continue
+            if not prepared:
+                hb = _qgram_hashes(b)
+                ws[9][1] = 0  # the workspace's b2j belongs to the previous text
+                prepared = True
+            lo, hi = tab_off[k], tab_off[k + 1]
+            v = _decide(a, b, hb, keys[lo:hi], head[lo:hi], nxt[off[ld] : off[ld + 1] + 1], need, ws)
+            if v >= need:
+                assigned = k
+                break
+        if assigned < 0:
+            ha = hb if prepared else _qgram_hashes(b)
+            size = 1 << _table_bits(ha.size)
+            lo = tab_off[n_lead]
+            if lo + size > keys.size:
+                cap = max(2 * keys.size, lo + size)
+                keys2 = np.zeros(cap, np.uint64)
+                head2 = np.full(cap, -1, np.int64)
+                keys2[:lo] = keys[:lo]
+                head2[:lo] = head[:lo]
+                keys, head = keys2, head2
+            _build_index(ha, keys[lo : lo + size], head[lo : lo + size], nxt[off[t] : off[t + 1] + 1])
+            tab_off[n_lead + 1] = lo + size
+            leaders[n_lead] = t
+            assigned = n_lead
+            n_lead += 1
+        ids[t] = assigned
+    return ids
+
+
+@njit(cache=True, parallel=True)
+def cluster_groups(cp, off, group_off, threshold):
+    """``cluster_group`` for every group (texts ``group_off[g]:group_off[g+1]`` of ``off``), groups in parallel."""
+    n_groups = group_off.size - 1
+    ids = np.empty(off.size - 1, np.int64)
+    for g in prange(n_groups):
+        t0, t1 = group_off[g], group_off[g + 1]
+        sub_off = off[t0 : t1 + 1] - off[t0]
+        ids[t0:t1] = cluster_group(cp[off[t0] : off[t1]], sub_off, threshold)
+    return ids
