@@ -7,7 +7,10 @@ on group prefixes within a time budget and its assignment asserted identical to 
 extrapolated from the exact number of pairs it would score (known from the identical assignment) times its
 measured mean time per passing / failing pair.
 
-    python benchmarks/grouping.py [--groups 16] [--steps 400] [--naive-budget 60] [--seed 0]
+    python benchmarks/grouping.py [--groups 16] [--steps 400] [--naive-budget 60] [--seed 0] [--fallback]
+
+"ours" is the compiled (numba) core when numba is installed; --fallback also times the numpy/cydifflib path
+(GIGPO_NO_JIT=1). The first call's compilation (cached on disk afterwards) is timed separately, not in the batch.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import time
 
 import numpy as np
 
+import gigpo.algo.similarity as sim
 from gigpo.algo.similarity import leader_cluster, leader_cluster_many, ro_ratio
 
 _ADJ = "soft durable lightweight waterproof vintage organic premium classic slim compact wireless portable".split()
@@ -180,6 +184,7 @@ def main() -> None:
     ap.add_argument("--naive-budget", type=float, default=60.0, help="seconds of naive difflib per threshold")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--fallback", action="store_true", help="also time the numpy/cydifflib path (no numba)")
     args = ap.parse_args()
 
     groups = [make_group(args.seed * 1000 + g, args.steps) for g in range(args.groups)]
@@ -210,6 +215,15 @@ def main() -> None:
         f"(min {min(true):.3f})"
     )
 
+    backend = (
+        "compiled (numba)" if sim.jit_backend() is not None else "numpy + cydifflib (numba not installed)"
+    )
+    t0 = time.perf_counter()
+    leader_cluster(groups[0][:3], 0.9)  # compile, or load the on-disk cache of an earlier compile
+    print(
+        f"backend: {backend}; first call (compile or cache load) {time.perf_counter() - t0:.1f} s, not counted"
+    )
+
     rows = []
     for thr in args.thresholds:
         serial = [
@@ -223,6 +237,15 @@ def main() -> None:
         )
         many = leader_cluster_many(groups, thr, workers=2)
         assert all(np.array_equal(a, b) for a, b in zip(ours, many, strict=True)), "parallel != serial"
+        t_fb = float("nan")
+        if args.fallback and sim.jit_backend() is not None:
+            os.environ[sim.NO_JIT_ENV] = "1"
+            try:
+                t_fb = _timed(lambda thr=thr: leader_cluster_many(groups, thr, workers=2))[0]
+                fb = leader_cluster_many(groups, thr, workers=2)
+            finally:
+                del os.environ[sim.NO_JIT_ENV]
+            assert all(np.array_equal(a, b) for a, b in zip(ours, fb, strict=True)), "fallback != compiled"
 
         deadline = time.perf_counter() + args.naive_budget
         t_pass: list[float] = []
@@ -245,7 +268,18 @@ def main() -> None:
         full = checked == n_obs
         sizes = [len(np.unique(ids)) for ids in ours]
         rows.append(
-            (thr, naive_est, full, checked, n_pass + n_fail, t_serial, cpu_serial, t_par, np.mean(sizes))
+            (
+                thr,
+                naive_est,
+                full,
+                checked,
+                n_pass + n_fail,
+                t_serial,
+                cpu_serial,
+                t_par,
+                np.mean(sizes),
+                t_fb,
+            )
         )
         print(
             f"threshold {thr}: clusters/group {np.mean(sizes):.1f}; naive scored {len(t_pass) + len(t_fail)} "
@@ -257,17 +291,21 @@ def main() -> None:
             f"  ours: serial {t_serial:.3f} s wall / {cpu_serial:.3f} s CPU ({naive_est / t_serial:.0f}x), "
             f"leader_cluster_many(workers=2) "
             f"{t_par:.3f} s ({naive_est / t_par:.0f}x)"
+            + (f"; numpy fallback, 2 procs: {t_fb:.3f} s" if t_fb == t_fb else "")
         )
 
     print(
         "\n| threshold | clusters/group | naive difflib (s) | ours serial wall (s) | ours serial CPU (s) "
-        "| ours 2 procs wall (s) | speed-up (best wall) |"
+        "| ours, 2 workers, wall (s) | speed-up (best wall) | numpy fallback, 2 workers (s) |"
     )
-    print("|---|---|---|---|---|---|---|")
-    for thr, est, full, checked, pairs, ts, cs, tp, cl in rows:
+    print("|---|---|---|---|---|---|---|---|")
+    for thr, est, full, checked, pairs, ts, cs, tp, cl, fb in rows:
         tag = "" if full else f" (extrapolated from {checked} obs; {pairs} pairs)"
         best = min(ts, tp)
-        print(f"| {thr} | {cl:.1f} | {est:.0f}{tag} | {ts:.3f} | {cs:.3f} | {tp:.3f} | {est / best:.0f}x |")
+        fbs = f"{fb:.3f}" if fb == fb else "-"
+        print(
+            f"| {thr} | {cl:.1f} | {est:.0f}{tag} | {ts:.3f} | {cs:.3f} | {tp:.3f} | {est / best:.0f}x | {fbs} |"
+        )
 
 
 def _timed(fn) -> tuple[float, float]:

@@ -37,6 +37,7 @@ _BASE = np.uint64(0x100000001B3)  # polynomial q-gram hash, wrapping mod 2^64; e
 _MIX = np.uint64(0xFF51AFD7ED558CCD)  # murmur3 finaliser constant: spreads hashes over table slots
 _S33 = np.uint64(33)
 _NB = 256  # multiset / LCS character buckets
+_TRI_MIN = 16  # hard rectangles at least this wide and high are searched through the leader's trigram index
 _LCS_MIN = 32  # rectangles at least this wide and high get an LCS upper bound when deciding
 STRIDE = 4  # q-grams of the text looked up: every STRIDE-th (runs of length >= LONG are still all found)
 LONG = Q + STRIDE - 1
@@ -244,12 +245,64 @@ def _longest_match(a, alo, ahi, blo, bhi, bo, rlo, rhi, lens, stamps, stamp):
 
 
 @njit(cache=True)
-def _decide(a, b, hb, keys, head, nxt, need, ws):
+def _trigram_codes(s, out):
+    """Exact codes of the 3-grams of ``s`` (three 21-bit codepoints packed) into ``out[:len(s)-2]``."""
+    for j in range(s.size - 2):
+        out[j] = (
+            (np.uint64(s[j]) << np.uint64(42)) | (np.uint64(s[j + 1]) << np.uint64(21)) | np.uint64(s[j + 2])
+        )
+
+
+@njit(cache=True)
+def _log2(size):
+    bits = 0
+    while (1 << bits) < size:
+        bits += 1
+    return bits
+
+
+@njit(cache=True)
+def _longest_match3(b3, alo, ahi, blo, bhi, keys3, head3, nxt3, lens, stamps, stamp):
+    """find_longest_match for rectangles whose longest block is >= 3, through a's trigram index: (i, j, k, stamp).
+
+    A common substring of length K >= 3 is a diagonal run of K-2 equal trigrams, so difflib's j2len recursion run
+    on trigram matches (rows j of b, columns i of a) gives every maximal block inside the rectangle; ties go to the
+    smallest i, then the smallest j, as in difflib. k == 0 means the longest block is shorter than 3.
+    """
+    best_i, best_j, best_k = alo, blo, 0
+    size = keys3.size
+    shift = np.uint64(64 - _log2(size))
+    prev, cur = 0, 1
+    for j in range(blo, bhi - 2):
+        h = b3[j]
+        s = _slot(h, shift)
+        while head3[s] != -1 and keys3[s] != h:
+            s = (s + 1) & (size - 1)
+        i = head3[s]
+        while i != -1 and i < alo:
+            i = nxt3[i]
+        while i != -1 and i <= ahi - 3:
+            k = 1
+            if i > alo and stamps[prev, i - 1] == stamp - 1:
+                k = lens[prev, i - 1] + 1
+            lens[cur, i] = k
+            stamps[cur, i] = stamp
+            si, sj = i - k + 1, j - k + 1
+            if k > best_k or (k == best_k and (si < best_i or (si == best_i and sj < best_j))):
+                best_i, best_j, best_k = si, sj, k
+            i = nxt3[i]
+        prev, cur = cur, prev
+        stamp += 1
+    return best_i, best_j, (best_k + 2 if best_k else 0), stamp + 2
+
+
+@njit(cache=True)
+def _decide(a, b, hb, keys, head, nxt, keys3, head3, nxt3, need, ws):
     """Exact R-O match count M of (a, b), or with ``need >= 0`` a value v with (v >= need) == (M >= need).
 
     ``ws`` is the per-call workspace tuple (runs, rect stack, hard stack, b2j arrays, stamped j2len rows, counts).
     """
-    runs, stack, hard, bo, bsorted, rlo, rhi, lens, stamps, stamp_box, ca, cb, pm, present, v = ws
+    runs, stack, hard, bo, bsorted, rlo, rhi, lens, stamps, stamp_box, ca, cb, pm, present, v, b3 = ws
     na, nb = a.size, b.size
     found = 0
     n_runs = -1
@@ -333,13 +386,11 @@ def _decide(a, b, hb, keys, head, nxt, need, ws):
                     hard[r, 5] = u
         if found + hard_ub < need:
             return found + hard_ub
-    if stamp_box[1] == 0:  # b2j is built once per text, and only when some pair of it reaches this phase
+    if stamp_box[1] == 0:  # b's b2j and trigrams: once per text, and only when some pair of it gets this far
         _set_b(ws, b)
+        _trigram_codes(b, b3)
         stamp_box[1] = 1
-    # b2j of b restricted per character of a: rlo[i]:rhi[i] indexes b's sorted positions holding a[i].
-    for i in range(na):
-        rlo[i] = np.searchsorted(bsorted[:nb], a[i], side="left")
-        rhi[i] = np.searchsorted(bsorted[:nb], a[i], side="right")
+    char_ready = False
     stamp = stamp_box[0]
     while n_hard > 0:
         if need >= 0:
@@ -353,7 +404,17 @@ def _decide(a, b, hb, keys, head, nxt, need, ws):
         hard_ub -= hard[n_hard, 5]
         if hard[n_hard, 5] == 0:
             continue
-        i, j, k, stamp = _longest_match(a, alo, ahi, blo, bhi, bo, rlo, rhi, lens, stamps, stamp)
+        k = 0
+        if min(ahi - alo, bhi - blo) >= _TRI_MIN:
+            i, j, k, stamp = _longest_match3(b3, alo, ahi, blo, bhi, keys3, head3, nxt3, lens, stamps, stamp)
+        if k == 0:  # small rectangle, or no common trigram: difflib's character-level search
+            if not char_ready:
+                # b2j of b restricted per character of a: rlo[i]:rhi[i] indexes b's sorted positions holding a[i]
+                for x in range(na):
+                    rlo[x] = np.searchsorted(bsorted[:nb], a[x], side="left")
+                    rhi[x] = np.searchsorted(bsorted[:nb], a[x], side="right")
+                char_ready = True
+            i, j, k, stamp = _longest_match(a, alo, ahi, blo, bhi, bo, rlo, rhi, lens, stamps, stamp)
         if k == 0:
             continue
         found += k
@@ -397,7 +458,8 @@ def _workspace(max_len):
     pm = np.zeros((_NB, n // 64 + 1), np.uint64)
     present = np.zeros(_NB, np.bool_)
     v = np.zeros(n // 64 + 1, np.uint64)
-    return runs, stack, hard, bo, bsorted, rlo, rhi, lens, stamps, stamp_box, ca, cb, pm, present, v
+    b3 = np.zeros(n, np.uint64)
+    return runs, stack, hard, bo, bsorted, rlo, rhi, lens, stamps, stamp_box, ca, cb, pm, present, v, b3
 
 
 @njit(cache=True)
@@ -433,17 +495,36 @@ def _set_b(ws, b):
 
 
 @njit(cache=True)
+def _table_sizes(n):
+    """Slots of a text's q-gram table and of its trigram table."""
+    return 1 << _table_bits(max(n - Q + 1, 0)), 1 << _table_bits(max(n - 2, 0))
+
+
+@njit(cache=True)
+def _index_leader(s, hs, keys, head, nxt, nxt3, scratch):
+    """Build both tables of leader ``s`` into ``keys``/``head`` (q-gram table first, then the trigram table)."""
+    size8, size3 = _table_sizes(s.size)
+    _build_index(hs, keys[:size8], head[:size8], nxt)
+    _trigram_codes(s, scratch)
+    _build_index(
+        scratch[: max(s.size - 2, 0)], keys[size8 : size8 + size3], head[size8 : size8 + size3], nxt3
+    )
+
+
+@njit(cache=True)
 def ro_decide_pair(a, b, need):
     """For two codepoint arrays (a = SequenceMatcher's first argument): the exact R-O match count M if need < 0,
     else a value v with (v >= need) == (M >= need). A standalone entry point for tests and one-off pairs."""
-    ha = _qgram_hashes(a)
-    bits = _table_bits(ha.size)
-    keys = np.zeros(1 << bits, np.uint64)
-    head = np.full(1 << bits, -1, np.int64)
-    nxt = np.empty(max(ha.size, 1), np.int64)
-    _build_index(ha, keys, head, nxt)
+    size8, size3 = _table_sizes(a.size)
+    keys = np.zeros(size8 + size3, np.uint64)
+    head = np.full(size8 + size3, -1, np.int64)
+    nxt = np.empty(a.size + 1, np.int64)
+    nxt3 = np.empty(a.size + 1, np.int64)
+    _index_leader(a, _qgram_hashes(a), keys, head, nxt, nxt3, np.empty(a.size + 1, np.uint64))
     ws = _workspace(max(a.size, b.size))
-    return _decide(a, b, _qgram_hashes(b), keys, head, nxt, need, ws)
+    return _decide(
+        a, b, _qgram_hashes(b), keys[:size8], head[:size8], nxt, keys[size8:], head[size8:], nxt3, need, ws
+    )
 
 
 @njit(cache=True)
@@ -463,6 +544,8 @@ def cluster_group(cp, off, threshold):
     keys = np.zeros(1024, np.uint64)
     head = np.full(1024, -1, np.int64)
     nxt = np.empty(off[n] + 1, np.int64)  # chains, indexed by the leader's own character offset
+    nxt3 = np.empty(off[n] + 1, np.int64)
+    scratch = np.empty(max_len + 1, np.uint64)
     n_lead = 0
     for t in range(n):
         b = cp[off[t] : off[t + 1]]
@@ -490,13 +573,27 @@ def cluster_group(cp, off, threshold):
                 ws[9][1] = 0  # the workspace's b2j belongs to the previous text
                 prepared = True
             lo, hi = tab_off[k], tab_off[k + 1]
-            v = _decide(a, b, hb, keys[lo:hi], head[lo:hi], nxt[off[ld] : off[ld + 1] + 1], need, ws)
+            mid = lo + _table_sizes(a.size)[0]
+            v = _decide(
+                a,
+                b,
+                hb,
+                keys[lo:mid],
+                head[lo:mid],
+                nxt[off[ld] : off[ld + 1] + 1],
+                keys[mid:hi],
+                head[mid:hi],
+                nxt3[off[ld] : off[ld + 1] + 1],
+                need,
+                ws,
+            )
             if v >= need:
                 assigned = k
                 break
         if assigned < 0:
             ha = hb if prepared else _qgram_hashes(b)
-            size = 1 << _table_bits(ha.size)
+            size8, size3 = _table_sizes(lt)
+            size = size8 + size3
             lo = tab_off[n_lead]
             if lo + size > keys.size:
                 cap = max(2 * keys.size, lo + size)
@@ -505,7 +602,15 @@ def cluster_group(cp, off, threshold):
                 keys2[:lo] = keys[:lo]
                 head2[:lo] = head[:lo]
                 keys, head = keys2, head2
-            _build_index(ha, keys[lo : lo + size], head[lo : lo + size], nxt[off[t] : off[t + 1] + 1])
+            _index_leader(
+                b,
+                ha,
+                keys[lo : lo + size],
+                head[lo : lo + size],
+                nxt[off[t] : off[t + 1] + 1],
+                nxt3[off[t] : off[t + 1] + 1],
+                scratch,
+            )
             tab_off[n_lead + 1] = lo + size
             leaders[n_lead] = t
             assigned = n_lead
