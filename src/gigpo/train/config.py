@@ -180,7 +180,7 @@ class Config:
 SECTIONS = {f.name: f.type for f in dataclasses.fields(Config)}
 ALGORITHMS = ("gigpo", "grpo", "rloo", "grpo+step", "rloo+step", "dapo", "dapo+step", "gspo", "gspo+step", "ppo",
               "ppo+step", "reinforce++")
-CONFIG_DIR = Path(__file__).resolve().parents[3] / "configs"
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"  # shipped in the package; ./configs links here
 
 
 def _section_types() -> dict[str, type]:
