@@ -46,12 +46,11 @@ def cpu_model() -> str:
 
 
 def freeze_code(dst: Path) -> Path:
-    """Copy the repository's src/ and configs/ to ``dst`` once (kept if present, so a resumed benchmark keeps
-    its code); returns the src dir to put first on PYTHONPATH."""
+    """Copy the repository's src/ (presets included: they live in src/gigpo/configs) to ``dst`` once (kept if
+    present, so a resumed benchmark keeps its code); returns the src dir to put first on PYTHONPATH."""
     root = Path(__file__).resolve().parents[1]
     if not (dst / "src" / "gigpo").exists():
-        for part in ("src", "configs"):
-            shutil.copytree(root / part, dst / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        shutil.copytree(root / "src", dst / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     return (dst / "src").resolve()
 
 
@@ -65,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--last-k", type=int, default=10)
     p.add_argument("--smooth", type=int, default=5)
     p.add_argument("--snapshot", default="",
-                   help="copy src/ and configs/ here first and run every cell on that frozen copy (PYTHONPATH), "
+                   help="copy src/ (with the presets) here first and run every cell on that frozen copy (PYTHONPATH), "
                         "so edits to the working tree during a long benchmark cannot mix code versions")
     p.add_argument("--aggregate-only", action="store_true",
                    help="train nothing: aggregate the finished runs and list the missing ones")
