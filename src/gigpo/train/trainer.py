@@ -151,11 +151,11 @@ class Trainer:
                 if (t.checkpoint_every and it % t.checkpoint_every == 0) or it == t.iterations:
                     self.save(it)
                 if bar is not None:
-                    bar.update(1)
                     post = {"success": f"{last['rollout/success_rate']:.2f}", "ret": f"{last['rollout/episode_return']:.2f}"}
                     if "eval/success_rate" in last:
                         post["eval"] = f"{last['eval/success_rate']:.2f}"
-                    bar.set_postfix(post)
+                    bar.set_postfix(post, refresh=False)  # one redraw per iteration: update() draws it
+                    bar.update(1)
         except KeyboardInterrupt:
             done = list_checkpoints(self.run_dir)
             msg = f"interrupted at iteration {it}; last checkpoint: {done[-1] if done else 'none'} (intact)"
