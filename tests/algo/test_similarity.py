@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rapidfuzz.distance import Indel
+from text_edits import random_edits
 
 import gigpo.algo.similarity as sim
 from gigpo.algo.similarity import METRICS, grouping_quality, leader_cluster, leader_cluster_many, ro_ratio
@@ -199,15 +200,7 @@ def test_leader_is_the_first_argument(backend):
 
 
 def _mutate(rng: random.Random, s: str) -> str:
-    ops = rng.randint(0, 4)
-    for _ in range(ops):
-        pos = rng.randrange(len(s) + 1)
-        s = (
-            s[:pos]
-            + "".join(rng.choice("abc xyz") for _ in range(rng.randint(0, 12)))
-            + s[pos + rng.randint(0, 6) :]
-        )
-    return s
+    return random_edits(rng, s, rng.randint(0, 4), "abc xyz", max_insert=12, max_delete=6)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

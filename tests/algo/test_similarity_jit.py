@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from text_edits import random_edits
 
 from gigpo.algo.similarity_ro import need_matches
 
@@ -102,14 +103,7 @@ def test_property_matches_difflib(a, b):
 def test_property_long_edited_texts(seed, length, edits):
     rng = random.Random(seed)
     a = "".join(rng.choice("abc xyz") for _ in range(length))
-    b = a
-    for _ in range(edits):
-        pos = rng.randrange(len(b) + 1)
-        b = (
-            b[:pos]
-            + "".join(rng.choice("abcq ") for _ in range(rng.randint(0, 30)))
-            + b[pos + rng.randint(0, 20) :]
-        )
+    b = random_edits(rng, a, edits, "abcq ", max_insert=30, max_delete=20)
     check_pair(a, b)
 
 
