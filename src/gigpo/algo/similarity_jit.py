@@ -399,6 +399,14 @@ def _decide(a, b, hb, keys, head, nxt, keys3, head3, nxt3, need, ws):
             if found + hard_ub < need:
                 break
         n_hard -= 1
+        if need >= 0:  # search the rectangle with the largest upper bound first: its block moves the bounds most
+            top = n_hard
+            for r in range(n_hard):
+                if hard[r, 5] > hard[top, 5]:
+                    top = r
+            if top != n_hard:
+                for c in range(6):
+                    hard[top, c], hard[n_hard, c] = hard[n_hard, c], hard[top, c]
         alo, ahi, blo, bhi = hard[n_hard, 0], hard[n_hard, 1], hard[n_hard, 2], hard[n_hard, 3]
         hard_lb -= hard[n_hard, 4]
         hard_ub -= hard[n_hard, 5]
