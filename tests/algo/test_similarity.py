@@ -323,3 +323,22 @@ def test_grouping_quality_edge_cases():
     assert q["pairs_pred"] == 0 and q["pairs_true"] == 0 and q["f1"] == 1.0
     with pytest.raises(ValueError, match="length"):
         grouping_quality([0], [0, 1], [0])
+
+
+def test_a_numba_build_failure_falls_back_to_the_numpy_path(monkeypatch):
+    jit = sim.jit_backend()
+    if jit is None:
+        pytest.skip("numba is not installed")
+    from numba.core.errors import TypingError
+
+    def broken(*args, **kwargs):
+        raise TypingError("simulated: this numba cannot compile the core")
+
+    monkeypatch.setattr(jit, "cluster_group", broken)
+    monkeypatch.setattr(jit, "cluster_groups", broken)
+    monkeypatch.setattr(sim, "_jit_module", jit)  # restored after the test, whatever the fallback sets
+    texts = noisy_groups(seed=3, n_pages=3, steps=12, size=300)
+    with pytest.warns(RuntimeWarning, match="numpy path"):
+        got = leader_cluster(texts, 0.8)
+    assert np.array_equal(got, naive(texts, 0.8, ro_ratio))
+    assert sim.jit_backend() is None  # later calls go straight to the numpy path, without another warning

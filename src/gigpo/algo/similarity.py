@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import numbers
 import os
+import warnings
 from collections.abc import Hashable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -44,6 +45,29 @@ def jit_backend() -> Any:
         else:
             _jit_module = similarity_jit
     return _jit_module or None
+
+
+def _ro_compiled_or_none(
+    jit: Any, groups: Sequence[Sequence[str]], threshold: float, workers: int
+) -> list[np.ndarray] | None:
+    """``_ro_compiled``, or None after a warning if numba cannot compile the core here (the caller then takes the
+    numpy path, which gives the same groups). Only numba's own errors are caught: anything else is a bug."""
+    global _jit_module
+    try:
+        return _ro_compiled(jit, groups, threshold, workers)
+    except Exception as err:
+        from numba.core.errors import NumbaError
+
+        if not isinstance(err, NumbaError):
+            raise
+        warnings.warn(
+            f"the compiled R-O grouping core failed to build ({type(err).__name__}: {str(err)[:300]}); "
+            "using the numpy path, which gives the same groups more slowly",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        _jit_module = False
+        return None
 
 
 def _ro_compiled(
@@ -135,7 +159,9 @@ def leader_cluster(texts: Sequence[Hashable], threshold: float, metric: str = "r
         return minhash_leader_cluster(texts, threshold)  # type: ignore[arg-type]
     jit = jit_backend() if metric == "ro" else None
     if jit is not None:
-        return _ro_compiled(jit, [texts], threshold, workers=1)[0]  # type: ignore[list-item]
+        done = _ro_compiled_or_none(jit, [texts], threshold, workers=1)  # type: ignore[list-item]
+        if done is not None:
+            return done[0]
     return leader_cluster_text(texts, threshold, metric)  # type: ignore[arg-type]
 
 
@@ -158,7 +184,9 @@ def leader_cluster_many(
     n_workers = min(len(groups), os.cpu_count() or 1) if workers is None else min(int(workers), len(groups))
     jit = jit_backend() if metric == "ro" else None
     if jit is not None:
-        return _ro_compiled(jit, groups, float(threshold), max(n_workers, 1))  # type: ignore[arg-type]
+        done = _ro_compiled_or_none(jit, groups, float(threshold), max(n_workers, 1))  # type: ignore[arg-type]
+        if done is not None:
+            return done
     size = sum(len(t) for g in groups for t in g if isinstance(t, str)) if metric in TEXT_METRICS else 0
     if n_workers <= 1 or size < _PARALLEL_MIN_CHARS:
         return [leader_cluster(g, threshold, metric) for g in groups]

@@ -399,7 +399,9 @@ def _decide(a, b, hb, keys, head, nxt, keys3, head3, nxt3, need, ws):
             if found + hard_ub < need:
                 break
         n_hard -= 1
-        if need >= 0:  # search the rectangle with the largest upper bound first: its block moves the bounds most
+        if (
+            need >= 0
+        ):  # search the rectangle with the largest upper bound first: its block moves the bounds most
             top = n_hard
             for r in range(n_hard):
                 if hard[r, 5] > hard[top, 5]:
