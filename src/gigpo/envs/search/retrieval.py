@@ -74,6 +74,7 @@ class BM25Retriever(Retriever):
     def __init__(self, corpus_file: str | os.PathLike, *, k1: float = 1.5, b: float = 0.75) -> None:
         import bm25s
 
+        logging.getLogger("bm25s").setLevel(logging.WARNING)  # it sets itself to DEBUG on import
         self.corpus_file = Path(corpus_file)
         self.docs = load_corpus(self.corpus_file)
         self._tokenizer = bm25s.tokenization.Tokenizer(stopwords="en", lower=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections import OrderedDict
@@ -13,6 +14,8 @@ from bm25s.stopwords import STOPWORDS_EN
 
 #: Results kept per search (WebShop's SEARCH_RETURN_N).
 SEARCH_RETURN_N = 50
+# bm25s sets its own logger to DEBUG on import, which prints "Building index" lines through any root handler.
+logging.getLogger("bm25s").setLevel(logging.WARNING)
 _TOKEN = re.compile(r"\w\w+")
 _STOP = frozenset(STOPWORDS_EN)  # the 33 words of Lucene's classic English stop set
 
