@@ -46,13 +46,20 @@ class WebShopEnv(Env):
         cache_dir: str | os.PathLike[str] | None = None,
         goals_per_product: int = 2,
     ) -> None:
+        self._check(split, max_steps)
+        self._setup(get_catalog(num_products, catalog_seed, goals_per_product, cache_dir), split, max_steps)
+
+    @staticmethod
+    def _check(split: str, max_steps: int) -> None:
         if split not in ("train", "test", "all"):
             raise ValueError(f"split must be 'train', 'test' or 'all', not {split!r}")
         if max_steps < 1:
             raise ValueError("max_steps must be >= 1")
+
+    def _setup(self, catalog: Catalog, split: str, max_steps: int) -> None:
         self.split = split
         self.max_steps = max_steps
-        self.catalog: Catalog = get_catalog(num_products, catalog_seed, goals_per_product, cache_dir)
+        self.catalog: Catalog = catalog
         g = self.catalog.goals
         self.goals: list[Goal] = g["test"] + g["train"] if split == "all" else g[split]
         self._goal: Goal | None = None
@@ -198,3 +205,28 @@ class WebShopEnv(Env):
             "action_valid": valid,
             "steps": self._steps,
         }
+
+
+class OriginalWebShopEnv(WebShopEnv):
+    """The same env over WebShop's own products and human goals (``webshop-original``; see webshop/original.py).
+
+    ``data_dir``: the folder WebShop's setup.sh fills (default ``$GIGPO_WEBSHOP_DATA``); ``num_products``: the
+    first N products of the (shuffled) product file, None for all of it; ``seed``: prices, budgets and the goal
+    shuffle. Splits: ``test`` = the first 500 shuffled goals, ``train`` = the rest, ``all`` = both.
+    """
+
+    def __init__(
+        self,
+        *,
+        data_dir: str | os.PathLike[str] | None = None,
+        split: str = "train",
+        num_products: int | None = 1000,
+        seed: int = 233,
+        max_steps: int = 15,
+    ) -> None:
+        from gigpo.envs.webshop.original import get_original_catalog
+
+        self._check(split, max_steps)
+        if num_products is not None and num_products < 1:
+            raise ValueError("num_products must be >= 1 (or None for every product)")
+        self._setup(get_original_catalog(data_dir, num_products, seed), split, max_steps)
