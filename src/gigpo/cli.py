@@ -8,6 +8,7 @@ import sys
 
 
 def _train(args: argparse.Namespace) -> int:
+    from gigpo.envs.base import EnvError
     from gigpo.train.config import ConfigError, load_config, parse_cli_overrides
 
     try:
@@ -17,10 +18,12 @@ def _train(args: argparse.Namespace) -> int:
             trainer = Trainer.resume(args.resume, parse_cli_overrides(args.overrides) if args.overrides else None)
         else:
             cfg = load_config(args.config, args.overrides)
+            from gigpo.train.evaluate import probe_env
             from gigpo.train.trainer import Trainer, install_sigterm_as_interrupt
 
+            probe_env(cfg)  # a missing dataset or a bad env option: one error, before the model loads
             trainer = Trainer(cfg)
-    except (ConfigError, FileNotFoundError) as e:
+    except (ConfigError, FileNotFoundError, EnvError) as e:
         print(f"gigpo train: error: {e}", file=sys.stderr)
         return 2
     install_sigterm_as_interrupt()
@@ -37,6 +40,7 @@ def _train(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     import json
 
+    from gigpo.envs.base import EnvError
     from gigpo.train.config import ConfigError
     from gigpo.train.evaluate import evaluate_model, format_table
 
@@ -51,7 +55,7 @@ def _eval(args: argparse.Namespace) -> int:
             args.checkpoint, model=args.model, config=args.config, overrides=overrides, episodes=args.episodes,
             temperature=args.temperature, seed=args.seed,
         )
-    except (ConfigError, FileNotFoundError, ValueError) as e:
+    except (ConfigError, FileNotFoundError, ValueError, EnvError) as e:
         print(f"gigpo eval: error: {e}", file=sys.stderr)
         return 2
     print(format_table(summary))

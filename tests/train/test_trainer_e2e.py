@@ -120,6 +120,15 @@ def test_cli_train_eval_and_bad_input(tmp_path, capsys):
     assert cli_main(["eval", "--checkpoint", str(tmp_path / "missing")]) == 2
 
 
+def test_cli_train_missing_env_data_fails_before_the_model_loads(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("GIGPO_WEBSHOP_DATA", raising=False)
+    run = tmp_path / "run"
+    argv = ["train", "--config", "webshop", "env.name=webshop-original", f"train.run_dir={run}"]
+    assert cli_main(argv) == 2
+    assert "setup.sh" in capsys.readouterr().err
+    assert not run.exists()  # no run directory, no model: nothing to clean up
+
+
 def test_grouping_quality_is_logged_under_noise(tmp_path):
     cfg = small_cfg(tmp_path / "run", "env=gridgoal-noisy", "env.size=3", "env.max_steps=3", "env.ad_rate=1.0",
                     "grouping.metric=ro", "grouping.threshold=0.5", "train.iterations=1", "train.eval_episodes=0")

@@ -39,6 +39,13 @@ def env_factory(cfg: Config, split: str | None = None):
     return lambda: make_env(cfg.env.name, **options)
 
 
+def probe_env(cfg: Config) -> None:
+    """Build (and close) one env of ``cfg`` so that a missing data file or a bad option fails before any model
+    loads. Envs share their heavy data per process (catalogs, corpora), so the real run reuses what this loads."""
+    env = env_factory(cfg)()
+    env.close()
+
+
 def build_collector(cfg: Config, engine: Any, tokenizer: Any, split: str | None = None) -> Collector:
     r = cfg.rollout
     max_prompt = cfg.prompt.max_prompt_tokens
