@@ -208,9 +208,7 @@ def gspo_loss(
             "clip_frac_high": float(high),
             "approx_kl": float(masked_mean(-log_ratio, m)),
             "ratio_mean": float((ratio * rows).sum() / n_rows),
-            "ratio_max": float(torch.where(rows > 0, ratio, torch.zeros_like(ratio)).max())
-            if rows.any()
-            else 0.0,
+            "ratio_max": float(torch.where(rows > 0, ratio, torch.zeros_like(ratio)).max()) if rows.any() else 0.0,
             "num_tokens": float(m.sum()),
         }
     return loss, stats

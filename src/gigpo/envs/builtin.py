@@ -2,47 +2,14 @@
 
 from gigpo.envs.registry import register
 
-register(
-    "gridgoal",
-    "gigpo.envs.gridgoal:GridGoalEnv",
-    "Walk to the goal on a small open grid (the quickstart env).",
-)
+register("gridgoal", "gigpo.envs.gridgoal:GridGoalEnv", "Walk to the goal on a small open grid (the quickstart env).")
 register("sokoban", "gigpo.envs.sokoban:SokobanEnv", "Push boxes onto targets; rooms made by reverse play.")
-register(
-    "frozenlake", "gigpo.envs.frozenlake:FrozenLakeEnv", "gymnasium FrozenLake on a random map per seed."
-)
-register(
-    "webshop",
-    "gigpo.envs.webshop:WebShopEnv",
-    "Offline WebShop: search, browse and buy from a generated catalog.",
-)
-register(
-    "webshop-original",
-    "gigpo.envs.webshop.env:OriginalWebShopEnv",
-    "WebShop's own products and human goals, read from env.data_dir (nothing is downloaded).",
-)
-register(
-    "search", "gigpo.envs.search:SearchEnv", "Search-R1-style QA: search a corpus, then answer (exact match)."
-)
+register("frozenlake", "gigpo.envs.frozenlake:FrozenLakeEnv", "gymnasium FrozenLake on a random map per seed.")
+register("webshop", "gigpo.envs.webshop:WebShopEnv", "Offline WebShop: search, browse and buy from a generated catalog.")
+register("webshop-original", "gigpo.envs.webshop.env:OriginalWebShopEnv", "WebShop's own products and human goals, read from env.data_dir (never downloaded).")
+register("search", "gigpo.envs.search:SearchEnv", "Search-R1-style QA: search a corpus, then answer (exact match).")
 # Noisy variants: ads inserted into observations (the GiGPO paper's noise experiment).
-register(
-    "webshop-noisy", "gigpo.envs.wrappers:make_noisy", "webshop with ads inserted into pages.", base="webshop"
-)
-register(
-    "webshop-original-noisy",
-    "gigpo.envs.wrappers:make_noisy",
-    "webshop-original with ads inserted into pages.",
-    base="webshop-original",
-)
-register(
-    "sokoban-noisy",
-    "gigpo.envs.wrappers:make_noisy",
-    "sokoban with ads inserted into observations.",
-    base="sokoban",
-)
-register(
-    "gridgoal-noisy",
-    "gigpo.envs.wrappers:make_noisy",
-    "gridgoal with ads inserted into observations.",
-    base="gridgoal",
-)
+register("webshop-noisy", "gigpo.envs.wrappers:make_noisy", "webshop with ads inserted into pages.", base="webshop")
+register("webshop-original-noisy", "gigpo.envs.wrappers:make_noisy", "webshop-original with ads inserted into pages.", base="webshop-original")
+register("sokoban-noisy", "gigpo.envs.wrappers:make_noisy", "sokoban with ads inserted into observations.", base="sokoban")
+register("gridgoal-noisy", "gigpo.envs.wrappers:make_noisy", "gridgoal with ads inserted into observations.", base="gridgoal")

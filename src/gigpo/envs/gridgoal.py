@@ -34,9 +34,7 @@ class GridGoalEnv(Env):
     Start cells: ``random.Random(seed).sample`` of two distinct cells, so N envs reset with one seed are identical.
     """
 
-    def __init__(
-        self, *, size: int = 4, max_steps: int = 8, cell_sep: str = " ", shaping: float = 0.0
-    ) -> None:
+    def __init__(self, *, size: int = 4, max_steps: int = 8, cell_sep: str = " ", shaping: float = 0.0) -> None:
         if size < 2:
             raise ValueError(f"gridgoal size must be >= 2, got {size}")
         if max_steps < 1:

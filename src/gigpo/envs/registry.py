@@ -31,9 +31,7 @@ class EnvSpec:
 _REGISTRY: dict[str, EnvSpec] = {}
 
 
-def register(
-    name: str, entry_point: str | Callable[..., Env], description: str = "", **defaults: Any
-) -> None:
+def register(name: str, entry_point: str | Callable[..., Env], description: str = "", **defaults: Any) -> None:
     """Register an env under ``name``. Re-registering a name replaces it (useful in notebooks)."""
     _REGISTRY[name] = EnvSpec(name, entry_point, description, tuple(sorted(defaults.items())))
 

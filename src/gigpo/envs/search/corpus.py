@@ -108,37 +108,13 @@ _OCCUPATIONS = (
     "beekeeper typesetter perfumer falconer locksmith mapmaker ropemaker vintner geologist organist tutor"
 ).split()
 _INDUSTRIES = [
-    "shipbuilding",
-    "printing",
-    "banking",
-    "textiles",
-    "glassmaking",
-    "brewing",
-    "clockmaking",
-    "mining",
-    "pharmacy",
-    "publishing",
-    "insurance",
-    "shipping",
-    "tea trading",
-    "salt harvesting",
-    "lamp oil",
-    "dyeing",
+    "shipbuilding", "printing", "banking", "textiles", "glassmaking", "brewing", "clockmaking", "mining",
+    "pharmacy", "publishing", "insurance", "shipping", "tea trading", "salt harvesting", "lamp oil", "dyeing",
 ]
 _ORG_KINDS = ["Guild", "Company", "Society", "Trust", "Consortium", "Collective", "Works", "House", "League"]
 _SUBJECTS = ["arithmetic", "music", "rhetoric", "drawing", "chemistry", "navigation", "poetry", "geometry"]
-_CITY_TRAITS = [
-    "lantern festival",
-    "covered bridges",
-    "salt markets",
-    "clock towers",
-    "terraced gardens",
-    "copper roofs",
-    "winter fairs",
-    "stone quays",
-    "glass arcades",
-    "old observatory",
-]
+_CITY_TRAITS = ["lantern festival", "covered bridges", "salt markets", "clock towers", "terraced gardens",
+                "copper roofs", "winter fairs", "stone quays", "glass arcades", "old observatory"]
 
 
 class _Names:
@@ -159,52 +135,31 @@ class _Names:
                 return w.capitalize()
 
 
-def _generate_entities(
-    rng: random.Random, n_people: int, n_cities: int, n_countries: int, n_orgs: int, n_rivers: int
-) -> dict[str, list[dict[str, Any]]]:
+def _generate_entities(rng: random.Random, n_people: int, n_cities: int, n_countries: int, n_orgs: int,
+                       n_rivers: int) -> dict[str, list[dict[str, Any]]]:
     names = _Names(rng)
     given = [names.word(2) for _ in range(150)]  # shared first names make person queries less trivial
     countries = [
-        {
-            "name": names.word(2) + rng.choice(["ia", "land", "mark", "ora", "esh"]),
-            "currency": names.word(1).lower() if rng.random() < 0.3 else names.word(2).lower(),
-            "language": names.word(2) + rng.choice(["ese", "ic", "ish", "an"]),
-        }
+        {"name": names.word(2) + rng.choice(["ia", "land", "mark", "ora", "esh"]),
+         "currency": names.word(1).lower() if rng.random() < 0.3 else names.word(2).lower(),
+         "language": names.word(2) + rng.choice(["ese", "ic", "ish", "an"])}
         for _ in range(n_countries)
     ]
-    rivers = [
-        {
-            "name": names.word(rng.choice([2, 3])) + " River",
-            "river_country": rng.choice(countries)["name"],
-            "length": rng.randrange(40, 2400),
-        }
-        for _ in range(n_rivers)
-    ]
+    rivers = [{"name": names.word(rng.choice([2, 3])) + " River", "river_country": rng.choice(countries)["name"],
+               "length": rng.randrange(40, 2400)} for _ in range(n_rivers)]
     cities = []
     for i in range(n_cities):
         country = countries[i] if i < n_countries else rng.choice(countries)  # every country has a city
         suffix = rng.choice(["", "", "holt", "mere", "vik", "burg", "ford", "wick"])
-        cities.append(
-            {
-                "name": names.word(2) + suffix,
-                "country": country["name"],
-                "city_founded": rng.randrange(1020, 1860),
-                "river": rng.choice(rivers)["name"],
-                "trait": rng.choice(_CITY_TRAITS),
-            }
-        )
+        cities.append({"name": names.word(2) + suffix, "country": country["name"],
+                       "city_founded": rng.randrange(1020, 1860), "river": rng.choice(rivers)["name"],
+                       "trait": rng.choice(_CITY_TRAITS)})
         if i < n_countries:
             country["capital"] = cities[-1]["name"]
     people = [
-        {
-            "name": f"{rng.choice(given)} {names.word(rng.choice([2, 3]))}",
-            "birth_year": rng.randrange(1600, 1960),
-            "birthplace": rng.choice(cities)["name"],
-            "occupation": rng.choice(_OCCUPATIONS),
-            "pronoun": rng.choice(["She", "He"]),
-            "siblings": rng.randrange(1, 9),
-            "subject": rng.choice(_SUBJECTS),
-        }
+        {"name": f"{rng.choice(given)} {names.word(rng.choice([2, 3]))}", "birth_year": rng.randrange(1600, 1960),
+         "birthplace": rng.choice(cities)["name"], "occupation": rng.choice(_OCCUPATIONS),
+         "pronoun": rng.choice(["She", "He"]), "siblings": rng.randrange(1, 9), "subject": rng.choice(_SUBJECTS)}
         for _ in range(n_people)
     ]
     people.sort(key=lambda p: p["birth_year"])
@@ -214,16 +169,10 @@ def _generate_entities(
     orgs = []
     for _ in range(n_orgs):
         founder = rng.choice(people)
-        orgs.append(
-            {
-                "name": f"{names.word(2)} {rng.choice(_ORG_KINDS)}",
-                "founder": founder["name"],
-                "org_founded": founder["birth_year"] + rng.randrange(22, 60),
-                "headquarters": rng.choice(cities)["name"],
-                "industry": rng.choice(_INDUSTRIES),
-                "members": rng.randrange(12, 4000),
-            }
-        )
+        orgs.append({"name": f"{names.word(2)} {rng.choice(_ORG_KINDS)}", "founder": founder["name"],
+                     "org_founded": founder["birth_year"] + rng.randrange(22, 60),
+                     "headquarters": rng.choice(cities)["name"], "industry": rng.choice(_INDUSTRIES),
+                     "members": rng.randrange(12, 4000)})
     for p in people:
         p["employer"] = rng.choice(orgs)["name"]
     return {"person": people, "city": cities, "country": countries, "org": orgs, "river": rivers}
@@ -234,56 +183,26 @@ def _passages(ent: dict[str, list[dict[str, Any]]]) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for p in ent["person"]:
         first, pr = p["name"].split()[0], p["pronoun"]
-        out.append(
-            (
-                p["name"],
-                f"{p['name']} was born in {p['birth_year']} in the city of {p['birthplace']}. "
-                f"{pr} grew up with {p['siblings']} siblings and showed an early talent for {p['subject']}. "
-                f"As a youth, {first} kept detailed notebooks that survive to this day.",
-            )
-        )
+        out.append((p["name"], f"{p['name']} was born in {p['birth_year']} in the city of {p['birthplace']}. "
+                    f"{pr} grew up with {p['siblings']} siblings and showed an early talent for {p['subject']}. "
+                    f"As a youth, {first} kept detailed notebooks that survive to this day."))
         mentor = f" {pr} trained under {p['mentor']}." if "mentor" in p else ""
-        out.append(
-            (
-                p["name"],
-                f"{p['name']} worked as a{'n' if p['occupation'][0] in 'aeiou' else ''} "
-                f"{p['occupation']} for the {p['employer']}.{mentor} "
-                f"{pr} is remembered for work in {p['subject']} and for letters to colleagues.",
-            )
-        )
+        out.append((p["name"], f"{p['name']} worked as a{'n' if p['occupation'][0] in 'aeiou' else ''} "
+                    f"{p['occupation']} for the {p['employer']}.{mentor} "
+                    f"{pr} is remembered for work in {p['subject']} and for letters to colleagues."))
     for c in ent["city"]:
-        out.append(
-            (
-                c["name"],
-                f"{c['name']} is a city in {c['country']}. The city was founded in {c['city_founded']}. "
-                f"The {c['river']} flows through {c['name']}. Visitors know it for its {c['trait']}.",
-            )
-        )
+        out.append((c["name"], f"{c['name']} is a city in {c['country']}. The city was founded in {c['city_founded']}. "
+                    f"The {c['river']} flows through {c['name']}. Visitors know it for its {c['trait']}."))
     for k in ent["country"]:
-        out.append(
-            (
-                k["name"],
-                f"{k['name']} is a country whose capital is {k['capital']}. "
-                f"Its currency is the {k['currency']}. The official language of {k['name']} is {k['language']}.",
-            )
-        )
+        out.append((k["name"], f"{k['name']} is a country whose capital is {k['capital']}. "
+                    f"Its currency is the {k['currency']}. The official language of {k['name']} is {k['language']}."))
     for o in ent["org"]:
-        out.append(
-            (
-                o["name"],
-                f"The {o['name']} is an organisation in the {o['industry']} industry. "
-                f"It was founded in {o['org_founded']} by {o['founder']}. The {o['name']} is headquartered in "
-                f"{o['headquarters']}. It had {o['members']} members at its height.",
-            )
-        )
+        out.append((o["name"], f"The {o['name']} is an organisation in the {o['industry']} industry. "
+                    f"It was founded in {o['org_founded']} by {o['founder']}. The {o['name']} is headquartered in "
+                    f"{o['headquarters']}. It had {o['members']} members at its height."))
     for r in ent["river"]:
-        out.append(
-            (
-                r["name"],
-                f"The {r['name']} rises in {r['river_country']} and runs for {r['length']} kilometres "
-                "before reaching the sea.",
-            )
-        )
+        out.append((r["name"], f"The {r['name']} rises in {r['river_country']} and runs for {r['length']} kilometres "
+                    "before reaching the sea."))
     return out
 
 
@@ -306,14 +225,10 @@ def _questions(ent: dict[str, list[dict[str, Any]]], rng: random.Random) -> dict
         if str(answer) in question or str(answer) == subject["name"]:
             return  # degenerate (e.g. a city that is its own country's capital)
         split = "test" if subject["name"] in test_names else "train"
-        pools[(source, split)].setdefault(key, []).append(
-            {
-                "question": question,
-                "golden_answers": _golds(answer),
-                "data_source": source,
-                "metadata": {"subject": subject["name"], "relations": relations},
-            }
-        )
+        pools[(source, split)].setdefault(key, []).append({
+            "question": question, "golden_answers": _golds(answer), "data_source": source,
+            "metadata": {"subject": subject["name"], "relations": relations},
+        })
 
     for rel, template in SINGLE_TEMPLATES.items():
         for e in ent[RELATIONS[rel].subject]:
@@ -322,14 +237,7 @@ def _questions(ent: dict[str, list[dict[str, Any]]], rng: random.Random) -> dict
     for (r1, r2), template in MULTIHOP_TEMPLATES.items():
         for e in ent[RELATIONS[r1].subject]:
             if r1 in e and r2 in by_name[e[r1]]:
-                add(
-                    "fict-multihop",
-                    f"{r1}>{r2}",
-                    e,
-                    [r1, r2],
-                    template.format(s=e["name"]),
-                    by_name[e[r1]][r2],
-                )
+                add("fict-multihop", f"{r1}>{r2}", e, [r1, r2], template.format(s=e["name"]), by_name[e[r1]][r2])
     out: dict[tuple[str, str], list[dict]] = {}
     for (source, split), by_rel in pools.items():
         lists = [by_rel[k] for k in sorted(by_rel)]
@@ -348,15 +256,8 @@ def _round_robin(lists: list[list[dict]]) -> list[list[dict]]:
     return [[x[i] for x in lists if i < len(x)] for i in range(depth)]
 
 
-def generate(
-    seed: int = 0,
-    *,
-    n_people: int = 900,
-    n_cities: int = 320,
-    n_countries: int = 40,
-    n_orgs: int = 300,
-    n_rivers: int = 80,
-) -> tuple[list[dict], dict[tuple[str, str], list[dict]]]:
+def generate(seed: int = 0, *, n_people: int = 900, n_cities: int = 320, n_countries: int = 40, n_orgs: int = 300,
+             n_rivers: int = 80) -> tuple[list[dict], dict[tuple[str, str], list[dict]]]:
     """Build (passages, questions) deterministically from ``seed``; nothing is written.
 
     Passages are ``{"id", "contents": '"Title"\\ntext'}`` (Search-R1 / wiki-18 layout). Questions are keyed by
@@ -366,9 +267,7 @@ def generate(
     """
     rng = random.Random(seed)
     ent = _generate_entities(rng, n_people, n_cities, n_countries, n_orgs, n_rivers)
-    passages = [
-        {"id": str(i), "contents": f'"{title}"\n{text}'} for i, (title, text) in enumerate(_passages(ent))
-    ]
+    passages = [{"id": str(i), "contents": f'"{title}"\n{text}'} for i, (title, text) in enumerate(_passages(ent))]
     return passages, _questions(ent, rng)
 
 
@@ -384,9 +283,7 @@ class FictionalDataset:
 
     def questions_file(self, source: str, split: str) -> Path:
         if source not in DATA_SOURCES or split not in SPLITS:
-            raise ValueError(
-                f"unknown source/split {source!r}/{split!r}; sources: {DATA_SOURCES}, splits: {SPLITS}"
-            )
+            raise ValueError(f"unknown source/split {source!r}/{split!r}; sources: {DATA_SOURCES}, splits: {SPLITS}")
         return self.root / f"{source}.{split}.jsonl"
 
 
@@ -423,9 +320,7 @@ def _is_valid(ds: FictionalDataset, seed: int) -> bool:
         if manifest.get("version") != CORPUS_VERSION or manifest.get("seed") != seed:
             return False
         files = manifest["files"]
-        expected = {ds.corpus_file.name} | {
-            ds.questions_file(s, sp).name for s in DATA_SOURCES for sp in SPLITS
-        }
+        expected = {ds.corpus_file.name} | {ds.questions_file(s, sp).name for s in DATA_SOURCES for sp in SPLITS}
         return set(files) == expected and all(_sha256(ds.root / n) == h for n, h in files.items())
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return False
@@ -444,9 +339,7 @@ def _signature(ds: FictionalDataset) -> tuple[tuple[int, int], ...]:
         return ()
 
 
-def build_fictional(
-    cache_dir: str | os.PathLike | None = None, seed: int = 0, *, rebuild: bool = False
-) -> FictionalDataset:
+def build_fictional(cache_dir: str | os.PathLike | None = None, seed: int = 0, *, rebuild: bool = False) -> FictionalDataset:
     """Return the fictional dataset for ``seed`` under ``cache_dir`` (default ``~/.cache/gigpo/search``).
 
     Files live in ``<cache_dir>/fict-v<version>-seed<seed>/``: ``corpus.jsonl``, ``<source>.<split>.jsonl`` and a
@@ -466,9 +359,7 @@ def build_fictional(
         for (source, split), rows in questions.items():
             _write_jsonl(ds.questions_file(source, split), rows)
         files = {ds.corpus_file.name: _sha256(ds.corpus_file)}
-        files.update(
-            {ds.questions_file(s, sp).name: _sha256(ds.questions_file(s, sp)) for s, sp in questions}
-        )
+        files.update({ds.questions_file(s, sp).name: _sha256(ds.questions_file(s, sp)) for s, sp in questions})
         manifest = {"version": CORPUS_VERSION, "seed": seed, "files": files}
         _atomic_write(ds.root / "manifest.json", lambda f: json.dump(manifest, f, indent=1))
     _BUILT[ds.root] = _signature(ds)

@@ -31,9 +31,7 @@ def read_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
         try:
             import pyarrow.parquet as pq
         except ImportError as e:
-            raise ImportError(
-                f"reading {path} needs pyarrow: pip install pyarrow (or convert it to JSONL)"
-            ) from e
+            raise ImportError(f"reading {path} needs pyarrow: pip install pyarrow (or convert it to JSONL)") from e
         return pq.read_table(path).to_pylist()
     if suffix in (".jsonl", ".ndjson"):
         rows = []
@@ -63,9 +61,8 @@ def _golden(row: Mapping[str, Any]) -> Any:
         return None
 
 
-def records_from_rows(
-    rows: Iterable[Mapping[str, Any]], *, origin: str = "<rows>", default_source: str | None = None
-) -> list[QARecord]:
+def records_from_rows(rows: Iterable[Mapping[str, Any]], *, origin: str = "<rows>",
+                      default_source: str | None = None) -> list[QARecord]:
     """Validate rows and build records.
 
     Every row needs ``question``, ``golden_answers`` (a string or a list of strings; Search-R1's
@@ -77,44 +74,28 @@ def records_from_rows(
     for i, row in enumerate(rows):
         golden = _golden(row)
         source = row.get("data_source", default_source)
-        missing = [
-            c
-            for c, v in zip(REQUIRED_COLUMNS, (row.get("question"), golden, source), strict=True)
-            if v is None
-        ]
+        missing = [c for c, v in zip(REQUIRED_COLUMNS, (row.get("question"), golden, source), strict=True) if v is None]
         if missing:
-            raise ValueError(
-                f"{origin}: row {i} is missing required column(s) {', '.join(missing)} "
-                f"(required: {', '.join(REQUIRED_COLUMNS)})"
-            )
+            raise ValueError(f"{origin}: row {i} is missing required column(s) {', '.join(missing)} "
+                             f"(required: {', '.join(REQUIRED_COLUMNS)})")
         answers = [golden] if isinstance(golden, str) else [str(a) for a in golden]
         if not answers:
             raise ValueError(f"{origin}: row {i} has an empty golden_answers list")
         meta = row.get("metadata")
-        records.append(
-            QARecord(
-                str(row.get("id", i)),
-                str(row["question"]),
-                tuple(answers),
-                str(source),
-                dict(meta) if isinstance(meta, Mapping) else {},
-            )
-        )
+        records.append(QARecord(str(row.get("id", i)), str(row["question"]), tuple(answers), str(source),
+                                dict(meta) if isinstance(meta, Mapping) else {}))
     return records
 
 
-def load_questions(
-    path: str | os.PathLike, *, data_sources: Sequence[str] | None = None, default_source: str | None = None
-) -> list[QARecord]:
+def load_questions(path: str | os.PathLike, *, data_sources: Sequence[str] | None = None,
+                   default_source: str | None = None) -> list[QARecord]:
     """Load a question file and keep only ``data_sources`` (all when None); raise if nothing is left."""
     records = records_from_rows(read_rows(path), origin=str(path), default_source=default_source)
     if data_sources is not None:
         present = sorted({r.data_source for r in records})
         unknown = sorted(set(data_sources) - set(present))
         if unknown:
-            raise ValueError(
-                f"{path}: no questions from data source(s) {', '.join(unknown)}; present: {', '.join(present)}"
-            )
+            raise ValueError(f"{path}: no questions from data source(s) {', '.join(unknown)}; present: {', '.join(present)}")
         records = [r for r in records if r.data_source in set(data_sources)]
     if not records:
         raise ValueError(f"{path}: no questions")

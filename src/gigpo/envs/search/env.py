@@ -28,12 +28,7 @@ _QUESTIONS_LOCK = threading.Lock()
 
 def _cached_questions(path: Path, data_sources: Sequence[str] | None) -> list[QARecord]:
     st = path.stat()
-    key = (
-        str(path.resolve()),
-        st.st_size,
-        st.st_mtime_ns,
-        None if data_sources is None else tuple(data_sources),
-    )
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, None if data_sources is None else tuple(data_sources))
     with _QUESTIONS_LOCK:
         if key not in _QUESTIONS:
             _QUESTIONS[key] = load_questions(path, data_sources=data_sources)
@@ -68,42 +63,24 @@ class SearchEnv(Env):
     instructions = INSTRUCTIONS
     max_steps = 4
 
-    def __init__(
-        self,
-        *,
-        split: str = "train",
-        data_sources: Sequence[str] | str | None = None,
-        data_file: str | os.PathLike | None = None,
-        corpus_file: str | os.PathLike | None = None,
-        retriever_url: str | None = None,
-        topk: int = 3,
-        max_turns: int = 4,
-        cache_dir: str | os.PathLike | None = None,
-        corpus_seed: int = 0,
-        order_seed: int = 0,
-        retriever_timeout: float = 10.0,
-        retriever_retries: int = 3,
-        retriever_backoff: float = 0.5,
-    ) -> None:
+    def __init__(self, *, split: str = "train", data_sources: Sequence[str] | str | None = None,
+                 data_file: str | os.PathLike | None = None, corpus_file: str | os.PathLike | None = None,
+                 retriever_url: str | None = None, topk: int = 3, max_turns: int = 4,
+                 cache_dir: str | os.PathLike | None = None, corpus_seed: int = 0, order_seed: int = 0,
+                 retriever_timeout: float = 10.0, retriever_retries: int = 3, retriever_backoff: float = 0.5) -> None:
         if topk < 1 or max_turns < 1:
             raise ValueError("topk and max_turns must be >= 1")
         if corpus_file is not None and retriever_url is not None:
             raise ValueError("give corpus_file (in-process BM25) or retriever_url (HTTP server), not both")
         sources = [data_sources] if isinstance(data_sources, str) else data_sources
         self.topk, self.max_turns, self.max_steps = topk, max_turns, max_turns
-        self.questions = self._load_questions(
-            split, sources, data_file, corpus_file, retriever_url, cache_dir, corpus_seed
-        )
+        self.questions = self._load_questions(split, sources, data_file, corpus_file, retriever_url, cache_dir,
+                                              corpus_seed)
         if retriever_url is not None:
-            self.retriever: Retriever = HttpRetriever(
-                retriever_url, retriever_timeout, retriever_retries, retriever_backoff
-            )
+            self.retriever: Retriever = HttpRetriever(retriever_url, retriever_timeout, retriever_retries,
+                                                      retriever_backoff)
         else:
-            corpus = (
-                corpus_file
-                if corpus_file is not None
-                else build_fictional(cache_dir, corpus_seed).corpus_file
-            )
+            corpus = corpus_file if corpus_file is not None else build_fictional(cache_dir, corpus_seed).corpus_file
             self.retriever = BM25Retriever.shared(corpus)
         self._order = np.random.default_rng(order_seed).permutation(len(self.questions))
         self.record: QARecord | None = None
@@ -112,21 +89,12 @@ class SearchEnv(Env):
         self._state_key = ""
 
     @staticmethod
-    def _load_questions(
-        split: str,
-        sources: Sequence[str] | None,
-        data_file: Any,
-        corpus_file: Any,
-        retriever_url: Any,
-        cache_dir: Any,
-        corpus_seed: int,
-    ) -> list[QARecord]:
+    def _load_questions(split: str, sources: Sequence[str] | None, data_file: Any, corpus_file: Any,
+                        retriever_url: Any, cache_dir: Any, corpus_seed: int) -> list[QARecord]:
         if data_file is not None:
             if corpus_file is None and retriever_url is None:
-                raise ValueError(
-                    "data_file needs corpus_file or retriever_url: the built-in fictional corpus "
-                    "cannot answer questions from another dataset"
-                )
+                raise ValueError("data_file needs corpus_file or retriever_url: the built-in fictional corpus "
+                                 "cannot answer questions from another dataset")
             return _cached_questions(Path(data_file), sources)
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
@@ -139,18 +107,9 @@ class SearchEnv(Env):
 
     def _info(self, *, valid: bool, em: float = 0.0, f1: float = 0.0) -> dict[str, Any]:
         assert self.record is not None
-        return {
-            "won": em == 1.0,
-            "score": em,
-            "em": em,
-            "f1": f1,
-            "action_valid": valid,
-            "state_key": self._state_key,
-            "admissible_actions": None,
-            "data_source": self.record.data_source,
-            "question_id": self.record.id,
-            "turn": self._turn,
-        }
+        return {"won": em == 1.0, "score": em, "em": em, "f1": f1, "action_valid": valid,
+                "state_key": self._state_key, "admissible_actions": None, "data_source": self.record.data_source,
+                "question_id": self.record.id, "turn": self._turn}
 
     def reset(self, seed: int) -> tuple[str, dict[str, Any]]:
         """Start the episode of question ``order[seed mod n]``; observation = question."""
@@ -169,10 +128,7 @@ class SearchEnv(Env):
         parsed = parse_action(action)
         out_of_turns = self._turn >= self.max_turns
         if parsed.kind == "answer":
-            em, f1 = (
-                exact_match(parsed.content, self.record.golden_answers),
-                f1_score(parsed.content, self.record.golden_answers),
-            )
+            em, f1 = exact_match(parsed.content, self.record.golden_answers), f1_score(parsed.content, self.record.golden_answers)
             self._done = True
             self._state_key = ANSWERED_OBSERVATION
             info = self._info(valid=True, em=em, f1=f1)

@@ -78,9 +78,7 @@ class BM25Retriever(Retriever):
         self.corpus_file = Path(corpus_file)
         self.docs = load_corpus(self.corpus_file)
         self._tokenizer = bm25s.tokenization.Tokenizer(stopwords="en", lower=True)
-        ids = self._tokenizer.tokenize(
-            [d["contents"] for d in self.docs], show_progress=False, update_vocab=True
-        )
+        ids = self._tokenizer.tokenize([d["contents"] for d in self.docs], show_progress=False, update_vocab=True)
         self._index = bm25s.BM25(k1=k1, b=b)
         self._index.index(ids, show_progress=False)
         self._lock = threading.Lock()
@@ -150,16 +148,12 @@ class HttpRetriever(Retriever):
             except urllib.error.HTTPError as e:
                 last = f"HTTP {e.code} {e.reason}"
                 if 400 <= e.code < 500 and e.code not in (408, 429):
-                    raise RetrievalError(
-                        f"retriever {self.url} rejected the request: {last}: {_read_error(e)}"
-                    ) from e
+                    raise RetrievalError(f"retriever {self.url} rejected the request: {last}: {_read_error(e)}") from e
             except (OSError, http.client.HTTPException) as e:  # URLError, timeouts, resets, truncated bodies
                 last = f"{type(e).__name__}: {getattr(e, 'reason', e)}"
             except ValueError as e:  # bad JSON or wrong shape: a broken or mismatched server
                 last = f"malformed reply: {e}"
-            log.warning(
-                "retrieval attempt %d/%d to %s failed: %s", attempt + 1, self.retries + 1, self.url, last
-            )
+            log.warning("retrieval attempt %d/%d to %s failed: %s", attempt + 1, self.retries + 1, self.url, last)
         raise RetrievalError(f"retriever {self.url} failed after {self.retries + 1} attempt(s): {last}")
 
 

@@ -19,13 +19,8 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 MAX_TOPK = 100
 
 
-def make_server(
-    retriever: Retriever,
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    default_topk: int = 3,
-    n_docs: int | None = None,
-) -> ThreadingHTTPServer:
+def make_server(retriever: Retriever, host: str = "127.0.0.1", port: int = 8000, default_topk: int = 3,
+                n_docs: int | None = None) -> ThreadingHTTPServer:
     """Bind (not start) a threaded server answering the Search-R1 retrieval API with ``retriever``.
 
     ``POST /retrieve`` with ``{"queries": [str, ...], "topk": int | null, "return_scores": bool}`` returns
@@ -81,10 +76,8 @@ def make_server(
                 return
             strip = [[{"id": h["id"], "contents": h["contents"]} for h in row] for row in hits]
             if scores:
-                result = [
-                    [{"document": d, "score": h["score"]} for d, h in zip(ds, row, strict=True)]
-                    for ds, row in zip(strip, hits, strict=True)
-                ]
+                result = [[{"document": d, "score": h["score"]} for d, h in zip(ds, row, strict=True)]
+                          for ds, row in zip(strip, hits, strict=True)]
             else:
                 result = strip
             self._reply(200, {"result": result})
@@ -121,17 +114,11 @@ def _parse_request(raw: bytes, default_topk: int) -> tuple[list[str], int, bool]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="gigpo serve-retriever",
-        description=("Serve BM25 retrieval over a JSONL corpus with Search-R1's API (POST /retrieve)."),
-    )
-    p.add_argument(
-        "--corpus", required=True, help='JSONL corpus, one {"id", "contents": "\\"Title\\"\\ntext"} a line'
-    )
+    p = argparse.ArgumentParser(prog="gigpo serve-retriever", description=(
+        "Serve BM25 retrieval over a JSONL corpus with Search-R1's API (POST /retrieve)."))
+    p.add_argument("--corpus", required=True, help='JSONL corpus, one {"id", "contents": "\\"Title\\"\\ntext"} a line')
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
-    p.add_argument(
-        "--port", type=int, default=8000, help="port (default 8000, as Search-R1; 0 = any free port)"
-    )
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000, as Search-R1; 0 = any free port)")
     p.add_argument("--topk", type=int, default=3, help="passages per query when a request gives no topk")
     return p
 

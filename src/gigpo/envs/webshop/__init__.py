@@ -5,12 +5,4 @@ from gigpo.envs.webshop.env import OriginalWebShopEnv, WebShopEnv
 from gigpo.envs.webshop.policies import oracle_action, random_action
 from gigpo.envs.webshop.reward import get_reward
 
-__all__ = [
-    "OriginalWebShopEnv",
-    "WebShopEnv",
-    "get_catalog",
-    "get_reward",
-    "load_or_build",
-    "oracle_action",
-    "random_action",
-]
+__all__ = ["OriginalWebShopEnv", "WebShopEnv", "get_catalog", "get_reward", "load_or_build", "oracle_action", "random_action"]

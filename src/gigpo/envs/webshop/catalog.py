@@ -210,8 +210,16 @@ def _make_goal(rng: random.Random, p: Product) -> Goal:
     )
     if goal_options:
         text += " with " + ", and ".join(_option_phrase(n, v) for n, v in goal_options.items())
+    return goal_for(p, text, attrs, goal_options, price_upper)
+
+
+def goal_for(
+    p: Product, instruction: str, attributes: list[str], goal_options: dict[str, str], price_upper: float
+) -> Goal:
+    """A goal record for product ``p``: WebShop's budget clause is appended to ``instruction`` unless there is no
+    price limit."""
     if price_upper < NO_PRICE_LIMIT:
-        text += f", and price lower than {price_upper:.2f} dollars"
+        instruction += f", and price lower than {price_upper:.2f} dollars"
     return {
         "asin": p["asin"],
         "category": p["category"],
@@ -219,8 +227,8 @@ def _make_goal(rng: random.Random, p: Product) -> Goal:
         "name": p["Title"],
         "title_nouns": p["title_nouns"],
         "product_category": p["product_category"],
-        "instruction_text": text,
-        "attributes": attrs,
+        "instruction_text": instruction,
+        "attributes": attributes,
         "goal_options": goal_options,
         "price_upper": price_upper,
     }

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from gigpo.envs.base import EnvError
-from gigpo.envs.webshop.catalog import Catalog, Goal, Product, price_upper_for
+from gigpo.envs.webshop.catalog import Catalog, Goal, Product, goal_for, price_upper_for
 
 DATA_ENV = "GIGPO_WEBSHOP_DATA"
 #: (1k-subset file, full file) per role; the full file is used when present and more than 1,000 products are asked.
@@ -201,23 +201,9 @@ def human_goals(products: list[Product], human: dict[str, Any], rng: random.Rand
             if not attrs:
                 continue
             price_upper = price_upper_for(p["price"], rng)
-            text = str(ins.get("instruction", "")).strip(".")
-            if price_upper < 1_000_000:
-                text += f", and price lower than {price_upper:.2f} dollars"
-            goals.append(
-                {
-                    "asin": p["asin"],
-                    "category": p["category"],
-                    "query": p["query"],
-                    "name": p["Title"],
-                    "title_nouns": p["title_nouns"],
-                    "product_category": p["product_category"],
-                    "instruction_text": text,
-                    "attributes": attrs,
-                    "goal_options": _goal_options(ins.get("instruction_options"), p),
-                    "price_upper": price_upper,
-                }
-            )
+            instruction = str(ins.get("instruction", "")).strip(".")
+            options = _goal_options(ins.get("instruction_options"), p)
+            goals.append(goal_for(p, instruction, attrs, options, price_upper))
     return goals
 
 
