@@ -32,16 +32,29 @@ import math
 import numpy as np
 from numba import njit, prange
 
-Q = 8
-_BASE = np.uint64(0x100000001B3)  # polynomial q-gram hash, wrapping mod 2^64; equal strings → equal hashes
-_MIX = np.uint64(0xFF51AFD7ED558CCD)  # murmur3 finaliser constant: spreads hashes over table slots
-_S33 = np.uint64(33)
-_NB = 256  # multiset / LCS character buckets
+from gigpo.algo.similarity_jit_index import (
+    LONG,
+    STRIDE,
+    Q,
+    index_leader,
+    qgram_hashes,
+    seed_runs,
+    table_sizes,
+    trigram_codes,
+)
+from gigpo.algo.similarity_jit_search import (
+    _NB,
+    lcs_ub,
+    longest_match,
+    longest_match3,
+    multiset_ub,
+    set_b2j,
+)
+
+__all__ = ["LONG", "Q", "STRIDE", "cluster_group", "cluster_groups", "need_of", "ro_decide_pair"]
+
 _TRI_MIN = 16  # hard rectangles at least this wide and high are searched through the leader's trigram index
 _LCS_MIN = 32  # rectangles at least this wide and high get an LCS upper bound when deciding
-STRIDE = 4  # q-grams of the text looked up: every STRIDE-th (runs of length >= LONG are still all found)
-LONG = Q + STRIDE - 1
-_HIT_BUDGET = 32  # hits per character of the pair beyond which the seeded path gives up (repetitive text)
 
 
 @njit(cache=True)
@@ -59,244 +72,6 @@ def need_of(threshold: float, total: int) -> int:
 
 
 @njit(cache=True)
-def _qgram_hashes(s):
-    n = s.size - Q + 1
-    if n <= 0:
-        return np.zeros(0, np.uint64)
-    out = np.empty(n, np.uint64)
-    for j in range(n):
-        h = np.uint64(0)
-        for t in range(Q):
-            h = h * _BASE + np.uint64(s[j + t])
-        out[j] = h
-    return out
-
-
-@njit(cache=True)
-def _slot(h, shift):
-    x = h ^ (h >> _S33)
-    x = x * _MIX
-    x = x ^ (x >> _S33)
-    return np.int64(x >> shift)
-
-
-@njit(cache=True)
-def _table_bits(nq):
-    bits = 4
-    while (1 << bits) < 2 * nq:
-        bits += 1
-    return bits
-
-
-@njit(cache=True)
-def _build_index(hs, keys, head, nxt):
-    """Open-addressing table q-gram hash → first position; ``nxt`` chains equal-hash positions in increasing order."""
-    size = keys.size
-    shift = np.uint64(64 - _table_bits(hs.size))
-    for i in range(hs.size - 1, -1, -1):
-        h = hs[i]
-        s = _slot(h, shift)
-        while head[s] != -1 and keys[s] != h:
-            s = (s + 1) & (size - 1)
-        keys[s] = h
-        nxt[i] = head[s]
-        head[s] = i
-
-
-@njit(cache=True)
-def _seed_runs(a, b, hb, keys, head, nxt, runs):
-    """Maximal common runs that hold a q-gram of b starting at a multiple of STRIDE, as rows (i, j, k) of ``runs``.
-
-    Every maximal run of length >= LONG = Q + STRIDE - 1 holds such a q-gram, so all of those are found (shorter
-    ones may be). A hit (i, j) records its run only if j is the run's first sampled q-gram (fewer than STRIDE equal
-    characters before it), so each run appears once. Returns the count, or -1 if hits explode (repetitive text).
-    """
-    na, nb = a.size, b.size
-    size = keys.size
-    shift = np.uint64(64 - _table_bits(na - Q + 1))
-    budget = _HIT_BUDGET * (na + nb) // STRIDE + 256
-    hits = 0
-    n = 0
-    for j in range(0, hb.size, STRIDE):
-        h = hb[j]
-        s = _slot(h, shift)
-        while head[s] != -1 and keys[s] != h:
-            s = (s + 1) & (size - 1)
-        i = head[s]
-        while i != -1:
-            hits += 1
-            back = 0
-            while back < STRIDE and back < i and back < j and a[i - back - 1] == b[j - back - 1]:
-                back += 1
-            if back < STRIDE:
-                k = 0
-                while i + k < na and j + k < nb and a[i + k] == b[j + k]:
-                    k += 1
-                if k >= Q:  # else a hash collision
-                    if n == runs.shape[0]:
-                        return -1  # cannot happen (runs start on distinct text positions), kept as a guard
-                    runs[n, 0] = i - back
-                    runs[n, 1] = j - back
-                    runs[n, 2] = k + back
-                    n += 1
-            i = nxt[i]
-        if hits > budget:
-            return -1
-    return n
-
-
-@njit(cache=True)
-def _multiset_ub(a, alo, ahi, b, blo, bhi, ca, cb):
-    """min(w, h, Σ_bucket min(count_a, count_b)) for the rectangle: an upper bound on its LCS, hence on M."""
-    w, h = ahi - alo, bhi - blo
-    m = min(w, h)
-    if m <= 0:
-        return 0
-    ca[:] = 0
-    cb[:] = 0
-    for i in range(alo, ahi):
-        ca[a[i] & 255] += 1
-    for j in range(blo, bhi):
-        cb[b[j] & 255] += 1
-    tot = 0
-    for c in range(_NB):
-        tot += min(ca[c], cb[c])
-    return min(m, tot)
-
-
-@njit(cache=True)
-def _popcount(x):
-    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
-    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
-    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
-    return np.int64((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
-
-
-@njit(cache=True)
-def _lcs_ub(a, alo, ahi, b, blo, bhi, pm, present, v):
-    """LCS of the rectangle's strings with characters bucketed by ``c & 255`` (bit-parallel, Hyyrö 2004).
-
-    Bucketing only adds matches, so this is >= the true LCS >= the R-O count M of the rectangle (R-O's blocks
-    form a common subsequence). Cost ceil(w/64)·h word operations.
-    """
-    w = ahi - alo
-    n_words = (w + 63) >> 6
-    for x in range(w):
-        c = a[alo + x] & 255
-        if not present[c]:
-            present[c] = True
-            pm[c, :n_words] = 0
-        pm[c, x >> 6] |= np.uint64(1) << np.uint64(x & 63)
-    v[:n_words] = ~np.uint64(0)
-    one = np.uint64(1)
-    for y in range(blo, bhi):
-        c = b[y] & 255
-        if not present[c]:  # no match in this row: V is unchanged
-            continue
-        carry = np.uint64(0)
-        for k in range(n_words):
-            x = v[k]
-            m = pm[c, k]
-            u = x & m
-            s = x + u
-            c1 = s < x
-            s2 = s + carry
-            c2 = s2 < s
-            carry = one if (c1 or c2) else np.uint64(0)
-            v[k] = s2 | (x & ~m)
-    total = 0
-    for k in range(n_words):
-        zeros = ~v[k]
-        if k == n_words - 1 and (w & 63):
-            zeros &= (one << np.uint64(w & 63)) - one
-        total += _popcount(zeros)
-    for x in range(w):
-        present[a[alo + x] & 255] = False
-    return total
-
-
-@njit(cache=True)
-def _longest_match(a, alo, ahi, blo, bhi, bo, rlo, rhi, lens, stamps, stamp):
-    """difflib's find_longest_match (no junk): (i, j, k, next stamp); ties → smallest i, then smallest j."""
-    best_i, best_j, best_k = alo, blo, 0
-    prev, cur = 0, 1
-    for i in range(alo, ahi):
-        lo, hi = rlo[i], rhi[i]
-        while lo < hi:  # first position >= blo among b's positions of the character a[i]
-            mid = (lo + hi) >> 1
-            if bo[mid] < blo:
-                lo = mid + 1
-            else:
-                hi = mid
-        for p in range(lo, rhi[i]):
-            j = bo[p]
-            if j >= bhi:
-                break
-            k = 1
-            if j > blo and stamps[prev, j - 1] == stamp - 1:
-                k = lens[prev, j - 1] + 1
-            lens[cur, j] = k
-            stamps[cur, j] = stamp
-            if k > best_k:
-                best_i, best_j, best_k = i - k + 1, j - k + 1, k
-        prev, cur = cur, prev
-        stamp += 1
-    return best_i, best_j, best_k, stamp + 2
-
-
-@njit(cache=True)
-def _trigram_codes(s, out):
-    """Exact codes of the 3-grams of ``s`` (three 21-bit codepoints packed) into ``out[:len(s)-2]``."""
-    for j in range(s.size - 2):
-        out[j] = (
-            (np.uint64(s[j]) << np.uint64(42)) | (np.uint64(s[j + 1]) << np.uint64(21)) | np.uint64(s[j + 2])
-        )
-
-
-@njit(cache=True)
-def _log2(size):
-    bits = 0
-    while (1 << bits) < size:
-        bits += 1
-    return bits
-
-
-@njit(cache=True)
-def _longest_match3(b3, alo, ahi, blo, bhi, keys3, head3, nxt3, lens, stamps, stamp):
-    """find_longest_match for rectangles whose longest block is >= 3, through a's trigram index: (i, j, k, stamp).
-
-    A common substring of length K >= 3 is a diagonal run of K-2 equal trigrams, so difflib's j2len recursion run
-    on trigram matches (rows j of b, columns i of a) gives every maximal block inside the rectangle; ties go to the
-    smallest i, then the smallest j, as in difflib. k == 0 means the longest block is shorter than 3.
-    """
-    best_i, best_j, best_k = alo, blo, 0
-    size = keys3.size
-    shift = np.uint64(64 - _log2(size))
-    prev, cur = 0, 1
-    for j in range(blo, bhi - 2):
-        h = b3[j]
-        s = _slot(h, shift)
-        while head3[s] != -1 and keys3[s] != h:
-            s = (s + 1) & (size - 1)
-        i = head3[s]
-        while i != -1 and i < alo:
-            i = nxt3[i]
-        while i != -1 and i <= ahi - 3:
-            k = 1
-            if i > alo and stamps[prev, i - 1] == stamp - 1:
-                k = lens[prev, i - 1] + 1
-            lens[cur, i] = k
-            stamps[cur, i] = stamp
-            si, sj = i - k + 1, j - k + 1
-            if k > best_k or (k == best_k and (si < best_i or (si == best_i and sj < best_j))):
-                best_i, best_j, best_k = si, sj, k
-            i = nxt3[i]
-        prev, cur = cur, prev
-        stamp += 1
-    return best_i, best_j, (best_k + 2 if best_k else 0), stamp + 2
-
-
-@njit(cache=True)
 def _decide(a, b, hb, keys, head, nxt, keys3, head3, nxt3, need, ws):
     """Exact R-O match count M of (a, b), or with ``need >= 0`` a value v with (v >= need) == (M >= need).
 
@@ -307,7 +82,7 @@ def _decide(a, b, hb, keys, head, nxt, keys3, head3, nxt3, need, ws):
     found = 0
     n_runs = -1
     if hb.size > 0 and na >= Q:
-        n_runs = _seed_runs(a, b, hb, keys, head, nxt, runs)
+        n_runs = seed_runs(a, b, hb, keys, head, nxt, runs)
     n_hard = 0
     hard_lb = 0
     hard_ub = 0
@@ -347,7 +122,7 @@ def _decide(a, b, hb, keys, head, nxt, keys3, head3, nxt3, need, ws):
                 best_k, best_i, best_j = k, s, s + d
         if best_k < LONG:  # longest block of this rectangle is short: difflib's own search decides it later
             lb = max(best_k, 0)
-            ub = _multiset_ub(a, alo, ahi, b, blo, bhi, ca, cb)
+            ub = multiset_ub(a, alo, ahi, b, blo, bhi, ca, cb)
             hard[n_hard, 0], hard[n_hard, 1], hard[n_hard, 2], hard[n_hard, 3] = alo, ahi, blo, bhi
             hard[n_hard, 4], hard[n_hard, 5] = lb, ub
             n_hard += 1
@@ -380,15 +155,15 @@ def _decide(a, b, hb, keys, head, nxt, keys3, head3, nxt3, need, ws):
             if found + hard_ub < need:
                 break
             if min(hard[r, 1] - hard[r, 0], hard[r, 3] - hard[r, 2]) >= _LCS_MIN:
-                u = _lcs_ub(a, hard[r, 0], hard[r, 1], b, hard[r, 2], hard[r, 3], pm, present, v)
+                u = lcs_ub(a, hard[r, 0], hard[r, 1], b, hard[r, 2], hard[r, 3], pm, present, v)
                 if u < hard[r, 5]:
                     hard_ub -= hard[r, 5] - u
                     hard[r, 5] = u
         if found + hard_ub < need:
             return found + hard_ub
     if stamp_box[1] == 0:  # b's b2j and trigrams: once per text, and only when some pair of it gets this far
-        _set_b(ws, b)
-        _trigram_codes(b, b3)
+        set_b2j(b, bo, bsorted, rlo)  # rlo is free here: it is filled per pair just below
+        trigram_codes(b, b3)
         stamp_box[1] = 1
     char_ready = False
     stamp = stamp_box[0]
@@ -416,7 +191,7 @@ def _decide(a, b, hb, keys, head, nxt, keys3, head3, nxt3, need, ws):
             continue
         k = 0
         if min(ahi - alo, bhi - blo) >= _TRI_MIN:
-            i, j, k, stamp = _longest_match3(b3, alo, ahi, blo, bhi, keys3, head3, nxt3, lens, stamps, stamp)
+            i, j, k, stamp = longest_match3(b3, alo, ahi, blo, bhi, keys3, head3, nxt3, lens, stamps, stamp)
         if k == 0:  # small rectangle, or no common trigram: difflib's character-level search
             if not char_ready:
                 # b2j of b restricted per character of a: rlo[i]:rhi[i] indexes b's sorted positions holding a[i]
@@ -424,22 +199,22 @@ def _decide(a, b, hb, keys, head, nxt, keys3, head3, nxt3, need, ws):
                     rlo[x] = np.searchsorted(bsorted[:nb], a[x], side="left")
                     rhi[x] = np.searchsorted(bsorted[:nb], a[x], side="right")
                 char_ready = True
-            i, j, k, stamp = _longest_match(a, alo, ahi, blo, bhi, bo, rlo, rhi, lens, stamps, stamp)
+            i, j, k, stamp = longest_match(a, alo, ahi, blo, bhi, bo, rlo, rhi, lens, stamps, stamp)
         if k == 0:
             continue
         found += k
         if alo < i and blo < j:
-            ub = _multiset_ub(a, alo, i, b, blo, j, ca, cb)
+            ub = multiset_ub(a, alo, i, b, blo, j, ca, cb)
             if need >= 0 and min(i - alo, j - blo) >= _LCS_MIN:
-                ub = min(ub, _lcs_ub(a, alo, i, b, blo, j, pm, present, v))
+                ub = min(ub, lcs_ub(a, alo, i, b, blo, j, pm, present, v))
             hard[n_hard, 0], hard[n_hard, 1], hard[n_hard, 2], hard[n_hard, 3] = alo, i, blo, j
             hard[n_hard, 4], hard[n_hard, 5] = 0, ub
             n_hard += 1
             hard_ub += ub
         if i + k < ahi and j + k < bhi:
-            ub = _multiset_ub(a, i + k, ahi, b, j + k, bhi, ca, cb)
+            ub = multiset_ub(a, i + k, ahi, b, j + k, bhi, ca, cb)
             if need >= 0 and min(ahi - i - k, bhi - j - k) >= _LCS_MIN:
-                ub = min(ub, _lcs_ub(a, i + k, ahi, b, j + k, bhi, pm, present, v))
+                ub = min(ub, lcs_ub(a, i + k, ahi, b, j + k, bhi, pm, present, v))
             hard[n_hard, 0], hard[n_hard, 1], hard[n_hard, 2], hard[n_hard, 3] = i + k, ahi, j + k, bhi
             hard[n_hard, 4], hard[n_hard, 5] = 0, ub
             n_hard += 1
@@ -473,67 +248,18 @@ def _workspace(max_len):
 
 
 @njit(cache=True)
-def _set_b(ws, b):
-    """Load the text's b2j into the workspace: its positions stably sorted by codepoint (LSD radix, 8 bits a pass)."""
-    bo, bsorted = ws[3], ws[4]
-    n = b.size
-    tmp = ws[5]  # rlo doubles as scratch: it is filled only after this, per pair
-    for p in range(n):
-        bo[p] = p
-    top = 0
-    for p in range(n):
-        top = max(top, np.int64(b[p]))
-    shift = 0
-    cnt = np.empty(257, np.int64)
-    while True:
-        cnt[:] = 0
-        for p in range(n):
-            cnt[((np.int64(b[bo[p]]) >> shift) & 255) + 1] += 1
-        for c in range(256):
-            cnt[c + 1] += cnt[c]
-        for p in range(n):
-            d = (np.int64(b[bo[p]]) >> shift) & 255
-            tmp[cnt[d]] = bo[p]
-            cnt[d] += 1
-        for p in range(n):
-            bo[p] = tmp[p]
-        shift += 8
-        if (top >> shift) == 0:
-            break
-    for p in range(n):
-        bsorted[p] = b[bo[p]]
-
-
-@njit(cache=True)
-def _table_sizes(n):
-    """Slots of a text's q-gram table and of its trigram table."""
-    return 1 << _table_bits(max(n - Q + 1, 0)), 1 << _table_bits(max(n - 2, 0))
-
-
-@njit(cache=True)
-def _index_leader(s, hs, keys, head, nxt, nxt3, scratch):
-    """Build both tables of leader ``s`` into ``keys``/``head`` (q-gram table first, then the trigram table)."""
-    size8, size3 = _table_sizes(s.size)
-    _build_index(hs, keys[:size8], head[:size8], nxt)
-    _trigram_codes(s, scratch)
-    _build_index(
-        scratch[: max(s.size - 2, 0)], keys[size8 : size8 + size3], head[size8 : size8 + size3], nxt3
-    )
-
-
-@njit(cache=True)
 def ro_decide_pair(a, b, need):
     """For two codepoint arrays (a = SequenceMatcher's first argument): the exact R-O match count M if need < 0,
     else a value v with (v >= need) == (M >= need). A standalone entry point for tests and one-off pairs."""
-    size8, size3 = _table_sizes(a.size)
+    size8, size3 = table_sizes(a.size)
     keys = np.zeros(size8 + size3, np.uint64)
     head = np.full(size8 + size3, -1, np.int64)
     nxt = np.empty(a.size + 1, np.int64)
     nxt3 = np.empty(a.size + 1, np.int64)
-    _index_leader(a, _qgram_hashes(a), keys, head, nxt, nxt3, np.empty(a.size + 1, np.uint64))
+    index_leader(a, qgram_hashes(a), keys, head, nxt, nxt3, np.empty(a.size + 1, np.uint64))
     ws = _workspace(max(a.size, b.size))
     return _decide(
-        a, b, _qgram_hashes(b), keys[:size8], head[:size8], nxt, keys[size8:], head[size8:], nxt3, need, ws
+        a, b, qgram_hashes(b), keys[:size8], head[:size8], nxt, keys[size8:], head[size8:], nxt3, need, ws
     )
 
 
@@ -579,11 +305,11 @@ def cluster_group(cp, off, threshold):
             if ms < need:
                 continue
             if not prepared:
-                hb = _qgram_hashes(b)
+                hb = qgram_hashes(b)
                 ws[9][1] = 0  # the workspace's b2j belongs to the previous text
                 prepared = True
             lo, hi = tab_off[k], tab_off[k + 1]
-            mid = lo + _table_sizes(a.size)[0]
+            mid = lo + table_sizes(a.size)[0]
             v = _decide(
                 a,
                 b,
@@ -601,8 +327,8 @@ def cluster_group(cp, off, threshold):
                 assigned = k
                 break
         if assigned < 0:
-            ha = hb if prepared else _qgram_hashes(b)
-            size8, size3 = _table_sizes(lt)
+            ha = hb if prepared else qgram_hashes(b)
+            size8, size3 = table_sizes(lt)
             size = size8 + size3
             lo = tab_off[n_lead]
             if lo + size > keys.size:
@@ -612,7 +338,7 @@ def cluster_group(cp, off, threshold):
                 keys2[:lo] = keys[:lo]
                 head2[:lo] = head[:lo]
                 keys, head = keys2, head2
-            _index_leader(
+            index_leader(
                 b,
                 ha,
                 keys[lo : lo + size],
