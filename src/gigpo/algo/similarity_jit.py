@@ -72,35 +72,90 @@ def need_of(threshold: float, total: int) -> int:
 
 
 @njit(cache=True)
+def _push(rects, n, alo, ahi, blo, bhi):
+    """Write rectangle (alo, ahi, blo, bhi) as row ``n`` of ``rects``; returns the new row count."""
+    rects[n, 0], rects[n, 1], rects[n, 2], rects[n, 3] = alo, ahi, blo, bhi
+    return n + 1
+
+
+@njit(cache=True)
+def _push_hard(hard, n, alo, ahi, blo, bhi, lb, ub):
+    """A hard rectangle with a lower and an upper bound on its match count; returns the new row count."""
+    hard[n, 4], hard[n, 5] = lb, ub
+    return _push(hard, n, alo, ahi, blo, bhi)
+
+
+@njit(cache=True)
+def _best_clip(runs, order, n_runs, alo, ahi, blo, bhi):
+    """(k, i, j): the longest run clipped to the rectangle, ties to the smallest i, then the smallest j."""
+    best_k, best_i, best_j = 0, 0, 0
+    for r in range(n_runs):  # longest first: a run shorter than the best clip cannot win (equal can tie)
+        q = order[r]
+        rk = runs[q, 2]
+        if rk < best_k:
+            break
+        ri = runs[q, 0]
+        d = runs[q, 1] - ri
+        s = max(ri, alo, blo - d)
+        k = min(ri + rk, ahi, bhi - d) - s
+        if k > best_k or (k == best_k and k > 0 and (s < best_i or (s == best_i and s + d < best_j))):
+            best_k, best_i, best_j = k, s, s + d
+    return best_k, best_i, best_j
+
+
+@njit(cache=True)
+def _hard_ub(a, alo, ahi, b, blo, bhi, with_lcs, ws):
+    """Upper bound on a hard rectangle's match count: multiset overlap, and its LCS when asked and big enough."""
+    ca, cb, pm, present, v = ws[10], ws[11], ws[12], ws[13], ws[14]
+    ub = multiset_ub(a, alo, ahi, b, blo, bhi, ca, cb)
+    if with_lcs and min(ahi - alo, bhi - blo) >= _LCS_MIN:
+        ub = min(ub, lcs_ub(a, alo, ahi, b, blo, bhi, pm, present, v))
+    return ub
+
+
+@njit(cache=True)
+def _largest_ub_last(hard, n):
+    """Swap the row with the largest upper bound into row n-1 (searched next: its block moves the bounds most)."""
+    top = n - 1
+    for r in range(n - 1):
+        if hard[r, 5] > hard[top, 5]:
+            top = r
+    if top != n - 1:
+        for c in range(6):
+            hard[top, c], hard[n - 1, c] = hard[n - 1, c], hard[top, c]
+
+
+@njit(cache=True)
 def _decide(a, b, hb, keys, head, nxt, keys3, head3, nxt3, need, ws):
     """Exact R-O match count M of (a, b), or with ``need >= 0`` a value v with (v >= need) == (M >= need).
 
-    ``ws`` is the per-call workspace tuple (runs, rect stack, hard stack, b2j arrays, stamped j2len rows, counts).
+    Phase 1 replays difflib's recursion on seeded runs, setting aside "hard" rectangles (best clip < LONG) with
+    bounds; phase 2 tightens their upper bounds with LCS; phase 3 searches them with difflib's own algorithm.
+    Every phase stops as soon as found + lower bounds reach ``need`` or found + upper bounds fall short of it.
+    ``ws`` is the per-text workspace (see _workspace).
     """
-    runs, stack, hard, bo, bsorted, rlo, rhi, lens, stamps, stamp_box, ca, cb, pm, present, v, b3 = ws
+    runs, stack, hard, bo, bsorted, rlo, rhi, lens, stamps, stamp_box = ws[:10]
+    b3 = ws[15]
+    deciding = need >= 0
     na, nb = a.size, b.size
     found = 0
     n_runs = -1
     if hb.size > 0 and na >= Q:
         n_runs = seed_runs(a, b, hb, keys, head, nxt, runs)
-    n_hard = 0
-    hard_lb = 0
-    hard_ub = 0
+    n_hard = hard_lb = hard_ub = 0
+    n_stack = open_ub = 0
     if n_runs < 0:  # too short or too repetitive: the whole pair goes to difflib's algorithm
-        hard[0, 0], hard[0, 1], hard[0, 2], hard[0, 3] = 0, na, 0, nb
-        hard[0, 4], hard[0, 5] = 0, min(na, nb)
-        n_hard = 1
+        n_hard = _push_hard(hard, 0, 0, na, 0, nb, 0, min(na, nb))
         hard_ub = min(na, nb)
-        n_stack = 0
-        open_ub = 0
         order = np.zeros(0, np.int64)
     else:
         order = np.argsort(-runs[:n_runs, 2])
-        stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, na, 0, nb
-        n_stack = 1
+        n_stack = _push(stack, 0, 0, na, 0, nb)
         open_ub = min(na, nb)
+
+    # Phase 1: top blocks >= LONG from the seeded runs.
     while n_stack > 0:
-        if need >= 0:
+        if deciding:
             if found + hard_lb >= need:
                 return found + hard_lb
             if found + open_ub + hard_ub < need:
@@ -108,59 +163,39 @@ def _decide(a, b, hb, keys, head, nxt, keys3, head3, nxt3, need, ws):
         n_stack -= 1
         alo, ahi, blo, bhi = stack[n_stack, 0], stack[n_stack, 1], stack[n_stack, 2], stack[n_stack, 3]
         open_ub -= min(ahi - alo, bhi - blo)
-        best_k, best_i, best_j = 0, 0, 0
-        for r in range(n_runs):  # longest first: a run shorter than the best clip cannot win (equal can tie)
-            q = order[r]
-            rk = runs[q, 2]
-            if rk < best_k:
-                break
-            ri = runs[q, 0]
-            d = runs[q, 1] - ri
-            s = max(ri, alo, blo - d)
-            k = min(ri + rk, ahi, bhi - d) - s
-            if k > best_k or (k == best_k and k > 0 and (s < best_i or (s == best_i and s + d < best_j))):
-                best_k, best_i, best_j = k, s, s + d
-        if best_k < LONG:  # longest block of this rectangle is short: difflib's own search decides it later
-            lb = max(best_k, 0)
-            ub = multiset_ub(a, alo, ahi, b, blo, bhi, ca, cb)
-            hard[n_hard, 0], hard[n_hard, 1], hard[n_hard, 2], hard[n_hard, 3] = alo, ahi, blo, bhi
-            hard[n_hard, 4], hard[n_hard, 5] = lb, ub
-            n_hard += 1
+        k, i, j = _best_clip(runs, order, n_runs, alo, ahi, blo, bhi)
+        if k < LONG:  # the longest block of this rectangle is short: difflib's own search decides it later
+            lb = max(k, 0)
+            ub = _hard_ub(a, alo, ahi, b, blo, bhi, False, ws)
+            n_hard = _push_hard(hard, n_hard, alo, ahi, blo, bhi, lb, ub)
             hard_lb += lb
             hard_ub += ub
             continue
-        found += best_k
-        if alo < best_i and blo < best_j:
-            stack[n_stack, 0], stack[n_stack, 1], stack[n_stack, 2], stack[n_stack, 3] = (
-                alo,
-                best_i,
-                blo,
-                best_j,
-            )
-            n_stack += 1
-            open_ub += min(best_i - alo, best_j - blo)
-        ei, ej = best_i + best_k, best_j + best_k
-        if ei < ahi and ej < bhi:
-            stack[n_stack, 0], stack[n_stack, 1], stack[n_stack, 2], stack[n_stack, 3] = ei, ahi, ej, bhi
-            n_stack += 1
-            open_ub += min(ahi - ei, bhi - ej)
+        found += k
+        if alo < i and blo < j:
+            n_stack = _push(stack, n_stack, alo, i, blo, j)
+            open_ub += min(i - alo, j - blo)
+        if i + k < ahi and j + k < bhi:
+            n_stack = _push(stack, n_stack, i + k, ahi, j + k, bhi)
+            open_ub += min(ahi - i - k, bhi - j - k)
     if n_hard == 0:
         return found
-    if need >= 0:
+
+    # Phase 2: for pairs that fail, found + Σ LCS drops below need after a few top blocks (docs/results/grouping.md).
+    if deciding:
         if found + hard_lb >= need:
             return found + hard_lb
-        # Tighten the hard rectangles' upper bounds with their LCS before any difflib search: for pairs that fail,
-        # found + Σ LCS drops below need after a few top blocks (see docs/results/grouping.md).
         for r in range(n_hard):
             if found + hard_ub < need:
                 break
-            if min(hard[r, 1] - hard[r, 0], hard[r, 3] - hard[r, 2]) >= _LCS_MIN:
-                u = lcs_ub(a, hard[r, 0], hard[r, 1], b, hard[r, 2], hard[r, 3], pm, present, v)
-                if u < hard[r, 5]:
-                    hard_ub -= hard[r, 5] - u
-                    hard[r, 5] = u
+            u = _hard_ub(a, hard[r, 0], hard[r, 1], b, hard[r, 2], hard[r, 3], True, ws)
+            if u < hard[r, 5]:
+                hard_ub -= hard[r, 5] - u
+                hard[r, 5] = u
         if found + hard_ub < need:
             return found + hard_ub
+
+    # Phase 3: difflib's find_longest_match on the hard rectangles (trigram index first, characters if needed).
     if stamp_box[1] == 0:  # b's b2j and trigrams: once per text, and only when some pair of it gets this far
         set_b2j(b, bo, bsorted, rlo)  # rlo is free here: it is filled per pair just below
         trigram_codes(b, b3)
@@ -168,22 +203,11 @@ def _decide(a, b, hb, keys, head, nxt, keys3, head3, nxt3, need, ws):
     char_ready = False
     stamp = stamp_box[0]
     while n_hard > 0:
-        if need >= 0:
-            if found + hard_lb >= need:
+        if deciding:
+            if found + hard_lb >= need or found + hard_ub < need:
                 break
-            if found + hard_ub < need:
-                break
+            _largest_ub_last(hard, n_hard)
         n_hard -= 1
-        if (
-            need >= 0
-        ):  # search the rectangle with the largest upper bound first: its block moves the bounds most
-            top = n_hard
-            for r in range(n_hard):
-                if hard[r, 5] > hard[top, 5]:
-                    top = r
-            if top != n_hard:
-                for c in range(6):
-                    hard[top, c], hard[n_hard, c] = hard[n_hard, c], hard[top, c]
         alo, ahi, blo, bhi = hard[n_hard, 0], hard[n_hard, 1], hard[n_hard, 2], hard[n_hard, 3]
         hard_lb -= hard[n_hard, 4]
         hard_ub -= hard[n_hard, 5]
@@ -194,7 +218,7 @@ def _decide(a, b, hb, keys, head, nxt, keys3, head3, nxt3, need, ws):
             i, j, k, stamp = longest_match3(b3, alo, ahi, blo, bhi, keys3, head3, nxt3, lens, stamps, stamp)
         if k == 0:  # small rectangle, or no common trigram: difflib's character-level search
             if not char_ready:
-                # b2j of b restricted per character of a: rlo[i]:rhi[i] indexes b's sorted positions holding a[i]
+                # b2j of b restricted per character of a: rlo[x]:rhi[x] indexes b's sorted positions holding a[x]
                 for x in range(na):
                     rlo[x] = np.searchsorted(bsorted[:nb], a[x], side="left")
                     rhi[x] = np.searchsorted(bsorted[:nb], a[x], side="right")
@@ -204,29 +228,26 @@ def _decide(a, b, hb, keys, head, nxt, keys3, head3, nxt3, need, ws):
             continue
         found += k
         if alo < i and blo < j:
-            ub = multiset_ub(a, alo, i, b, blo, j, ca, cb)
-            if need >= 0 and min(i - alo, j - blo) >= _LCS_MIN:
-                ub = min(ub, lcs_ub(a, alo, i, b, blo, j, pm, present, v))
-            hard[n_hard, 0], hard[n_hard, 1], hard[n_hard, 2], hard[n_hard, 3] = alo, i, blo, j
-            hard[n_hard, 4], hard[n_hard, 5] = 0, ub
-            n_hard += 1
+            ub = _hard_ub(a, alo, i, b, blo, j, deciding, ws)
+            n_hard = _push_hard(hard, n_hard, alo, i, blo, j, 0, ub)
             hard_ub += ub
         if i + k < ahi and j + k < bhi:
-            ub = multiset_ub(a, i + k, ahi, b, j + k, bhi, ca, cb)
-            if need >= 0 and min(ahi - i - k, bhi - j - k) >= _LCS_MIN:
-                ub = min(ub, lcs_ub(a, i + k, ahi, b, j + k, bhi, pm, present, v))
-            hard[n_hard, 0], hard[n_hard, 1], hard[n_hard, 2], hard[n_hard, 3] = i + k, ahi, j + k, bhi
-            hard[n_hard, 4], hard[n_hard, 5] = 0, ub
-            n_hard += 1
+            ub = _hard_ub(a, i + k, ahi, b, j + k, bhi, deciding, ws)
+            n_hard = _push_hard(hard, n_hard, i + k, ahi, j + k, bhi, 0, ub)
             hard_ub += ub
     stamp_box[0] = stamp
-    if need >= 0 and n_hard > 0:
+    if deciding and n_hard > 0:
         return found + hard_lb if found + hard_lb >= need else found + hard_ub
     return found
 
 
 @njit(cache=True)
 def _workspace(max_len):
+    """Scratch arrays reused by every pair of a group (texts up to ``max_len`` characters), as one tuple:
+    0 runs (i, j, k) · 1 seeded rectangle stack · 2 hard rectangles (alo, ahi, blo, bhi, lb, ub) · 3-4 the text's
+    b2j (positions sorted by codepoint, and those codepoints) · 5-6 per-pair b2j ranges of a's characters ·
+    7-8 stamped j2len rows · 9 [stamp counter, b2j-loaded flag] · 10-11 multiset counts · 12-14 LCS bit vectors ·
+    15 the text's trigram codes."""
     n = max_len + 2
     runs = np.empty((n, 3), np.int64)
     stack = np.empty((n + 2, 4), np.int64)
