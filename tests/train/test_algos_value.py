@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from gigpo.train.config import load_config
-from gigpo.train.logprobs import response_logprobs
+from gigpo.train.logprobs import policy_forward
 from gigpo.train.value import VALUE_HEAD_FILE, ValueHead, forward_policy
 
 SMALL = ["rollout.groups=2", "rollout.group_size=2", "env.max_steps=3", "train.eval_every=0",
@@ -12,12 +12,12 @@ SMALL = ["rollout.groups=2", "rollout.group_size=2", "env.max_steps=3", "train.e
          "optim.mini_batches=1"]
 
 
-def test_forward_policy_matches_response_logprobs():
+def test_forward_policy_matches_policy_forward():
     from gigpo.models import load_model
 
     b = load_model("tiny", seed=0)
     prompts, resps = [[5, 6, 7, 8], [9, 10]], [[11, 12], [13]]
-    want, mask_w, _ = response_logprobs(b.model, prompts, resps, pad_id=0, device=torch.device("cpu"))
+    want, mask_w, _, _ = policy_forward(b.model, prompts, resps, pad_id=0, device=torch.device("cpu"))
     head = ValueHead(b.model.config.hidden_size)
     torch.nn.init.normal_(head.linear.weight, generator=torch.Generator().manual_seed(0))
     lp, mask, _, v = forward_policy(b.model, head, prompts, resps, pad_id=0, device=torch.device("cpu"))

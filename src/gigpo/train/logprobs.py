@@ -31,27 +31,6 @@ def pack_right_aligned(
     return ids, attn, resp, L
 
 
-def response_logprobs(
-    model: Any,
-    prompt_ids: list[list[int]],
-    response_ids: list[list[int]],
-    *,
-    pad_id: int,
-    device: torch.device,
-    temperature: float = 1.0,
-    with_entropy: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """``(logp, response_mask, entropy)``, each ``(B, L)``: log π(y_t | x, y_<t) at temperature ``temperature``.
-
-    Only the last ``L + 1`` positions get logits (``logits_to_keep``), so the cost is B × L × V, never
-    B × prompt × V. Position ids follow the attention mask, as in generation with left padding, so these
-    log-probs match the sampler's.
-    """
-    logp, mask, ent, _ = policy_forward(model, prompt_ids, response_ids, pad_id=pad_id, device=device,
-                                        temperature=temperature, with_entropy=with_entropy)
-    return logp, mask, ent
-
-
 def policy_forward(
     model: Any,
     prompt_ids: list[list[int]],
@@ -63,9 +42,14 @@ def policy_forward(
     with_entropy: bool = False,
     with_prompt_hidden: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """:func:`response_logprobs` plus, with ``with_prompt_hidden``, the final hidden state at each row's last
-    prompt token ``(B, H)`` (what a value head reads). In the right-aligned packing row r's last prompt token sits
-    at column ``width − len(response_r) − 1``."""
+    """``(logp, response_mask, entropy, prompt_hidden)``: log π(y_t | x, y_<t) at ``temperature``, each ``(B, L)``,
+    and with ``with_prompt_hidden`` the final hidden state at each row's last prompt token ``(B, H)`` (what a value
+    head reads; else None).
+
+    Only the last ``L + 1`` positions get logits (``logits_to_keep``), so the cost is B × L × V, never
+    B × prompt × V. Position ids follow the attention mask, as in generation with left padding, so these
+    log-probs match the sampler's. In the right-aligned packing row r's last prompt token sits at column
+    ``width − len(response_r) − 1``."""
     ids, attn, resp_mask, L = pack_right_aligned(prompt_ids, response_ids, pad_id)
     ids, attn, resp_mask = ids.to(device), attn.to(device), resp_mask.to(device)
     pos = (attn.cumsum(-1) - 1).clamp(min=0)

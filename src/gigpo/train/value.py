@@ -59,9 +59,9 @@ def forward_policy(
     temperature: float = 1.0,
     with_entropy: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """``(logp, response_mask, entropy, values)``: :func:`response_logprobs` plus V at each row's last prompt token.
+    """``(logp, response_mask, entropy, values)``: :func:`policy_forward` plus V at each row's last prompt token.
 
-    Without a head this *is* :func:`response_logprobs` (``values`` None), so runs without a critic are unchanged.
+    Without a head ``values`` is None and no hidden state is requested, so runs without a critic are unchanged.
     With one, a single forward gives both: logits at the last L + 1 positions, the final hidden state for the
     value. In the right-aligned packing row r's last prompt token sits at column ``width − len(response_r) − 1``.
     """

@@ -130,7 +130,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("bm25s").setLevel(logging.WARNING)
     retriever = BM25Retriever(args.corpus)
     server = make_server(retriever, args.host, args.port, args.topk, n_docs=len(retriever.docs))
     host, port = server.server_address[:2]
