@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 FORMAT_HINTS = {
     "plain": "Reply with the action only.",
@@ -38,6 +39,24 @@ def build_messages(
     if not instructions.strip():
         return [user]
     return [{"role": "system", "content": instructions.strip()}, user]
+
+
+T = TypeVar("T")
+
+
+def fit_history(
+    make: Callable[[list[tuple[str, str]]], T], size: Callable[[T], int], budget: int, history: list[tuple[str, str]]
+) -> tuple[T, bool]:
+    """``make(h)`` for the longest suffix ``h`` of ``history`` (oldest entries dropped first) whose size fits
+    ``budget``; returns ``(make(h), True)``, or ``(make([]), False)`` when even no history is too long."""
+    hist = list(history)
+    while True:
+        out = make(hist)
+        if size(out) <= budget:
+            return out, True
+        if not hist:
+            return out, False
+        hist.pop(0)
 
 
 @dataclass
@@ -82,14 +101,14 @@ class PromptBuilder:
         adm = admissible if self.show_admissible else None
         if not self.include_instructions:
             instructions = ""
-        hist = list(history)
-        while True:
-            ids = self.render(build_messages(instructions, task, hist, observation, adm, self.fmt))
-            if len(ids) <= self.max_tokens:
-                return ids
-            if not hist:
-                break
-            hist.pop(0)
+        ids, fits = fit_history(
+            lambda h: self.render(build_messages(instructions, task, h, observation, adm, self.fmt)),
+            len,
+            self.max_tokens,
+            history,
+        )
+        if fits:
+            return ids
         # Even without history it does not fit: keep the tail of the observation.
         self._warn(f"prompt longer than {self.max_tokens} tokens even without history; truncating the observation")
         obs_ids = self.tokenizer(observation, add_special_tokens=False, verbose=False)["input_ids"]

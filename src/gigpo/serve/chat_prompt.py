@@ -6,7 +6,7 @@ import dataclasses
 import warnings
 from dataclasses import dataclass
 
-from gigpo.agent.prompt import PromptBuilder, build_messages
+from gigpo.agent.prompt import PromptBuilder, build_messages, fit_history
 
 #: PromptBuilder fields with no API counterpart (the budget is ``max_chars`` here; no tokenizer).
 TOKEN_ONLY_FIELDS = frozenset({"tokenizer", "max_tokens", "_warned"})
@@ -51,15 +51,12 @@ class ChatPromptBuilder:
         adm = admissible if self.show_admissible else None
         if not self.include_instructions:
             instructions = ""
-        hist = list(history)
-        while True:
-            msgs = build_messages(instructions, task, hist, observation, adm, self.fmt)
-            size = _chars(msgs)
-            if size <= self.max_chars:
-                return msgs
-            if not hist:
-                break
-            hist.pop(0)
+        msgs, fits = fit_history(
+            lambda h: build_messages(instructions, task, h, observation, adm, self.fmt), _chars, self.max_chars, history
+        )
+        if fits:
+            return msgs
+        size = _chars(msgs)
         if not self._warned:
             warnings.warn(f"prompt longer than {self.max_chars} characters even without history; truncating the "
                           "observation", stacklevel=2)
