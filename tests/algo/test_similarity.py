@@ -82,6 +82,7 @@ def adversarial(rng: random.Random) -> list[str]:
         with_ad(rng, base),
         page(rng, 1500),
         with_ad(rng, base)[::-1],
+        "x\ud800y" * 40 + base[:80],  # lone surrogates: code points like any other
     ]
 
 

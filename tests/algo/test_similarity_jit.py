@@ -11,13 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from text_edits import random_edits
 
+from gigpo.algo.similarity_ro import codepoints as cps
 from gigpo.algo.similarity_ro import need_matches
 
 jit = pytest.importorskip("gigpo.algo.similarity_jit")  # needs numba (the `fast` extra; dev installs it)
-
-
-def cps(s: str) -> np.ndarray:
-    return np.frombuffer(s.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
 
 def ref_matches(a: str, b: str) -> int:

@@ -14,6 +14,7 @@ import numpy as np
 
 from gigpo.algo.similarity_leader import leader_cluster_text
 from gigpo.algo.similarity_minhash import minhash_leader_cluster
+from gigpo.algo.similarity_ro import codepoints
 
 # "state_key" is the env-supplied true state fed to exact grouping by the trainer; it is listed for config checks.
 METRICS = ("ro", "indel", "minhash", "exact", "state_key")
@@ -87,8 +88,7 @@ def _ro_compiled(
         )
         distinct.extend(first)
         group_off.append(len(distinct))
-    # surrogatepass: a str may hold lone surrogates; they are just code points here, as in difflib.
-    cp = np.frombuffer("".join(distinct).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    cp = codepoints("".join(distinct))
     off = np.zeros(len(distinct) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, distinct), dtype=np.int64, count=len(distinct)), out=off[1:])
     goff = np.asarray(group_off, dtype=np.int64)
