@@ -9,6 +9,7 @@ import random
 import tempfile
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -344,18 +345,24 @@ _SHARED: dict[tuple[Any, ...], Catalog] = {}
 _LOCK = threading.Lock()
 
 
-def get_catalog(
-    num_products: int, seed: int, goals_per_product: int = 2, cache_dir: str | os.PathLike[str] | None = None
-) -> Catalog:
-    """The process-wide catalog for these parameters, built (or read from cache) on first use only."""
-    key = (CATALOG_VERSION, num_products, seed, goals_per_product)
+def shared_catalog(key: tuple[Any, ...], load: Callable[[], dict[str, Any]]) -> Catalog:
+    """The process-wide catalog under ``key``: ``load()`` (products and goal splits) and its search index are
+    built on first use only, so every env of the process shares them."""
     with _LOCK:
         cat = _SHARED.get(key)
         if cat is None:
             from gigpo.envs.webshop.search import SearchIndex
 
-            data = load_or_build(num_products, seed, goals_per_product, cache_dir)
+            data = load()
             products = data["products"]
-            cat = Catalog(products, {p["asin"]: p for p in products}, data["goals"], SearchIndex(products))
-            _SHARED[key] = cat
+            by_asin = {p["asin"].upper(): p for p in products}  # clicks arrive lower-cased; lookups upper-case
+            cat = _SHARED[key] = Catalog(products, by_asin, data["goals"], SearchIndex(products))
         return cat
+
+
+def get_catalog(
+    num_products: int, seed: int, goals_per_product: int = 2, cache_dir: str | os.PathLike[str] | None = None
+) -> Catalog:
+    """The process-wide generated catalog for these parameters, built (or read from cache) on first use only."""
+    key = ("generated", CATALOG_VERSION, num_products, seed, goals_per_product)
+    return shared_catalog(key, lambda: load_or_build(num_products, seed, goals_per_product, cache_dir))

@@ -34,13 +34,12 @@ import json
 import os
 import random
 import re
-import threading
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
 from gigpo.envs.base import EnvError
-from gigpo.envs.webshop.catalog import Catalog, Goal, Product, goal_for, price_upper_for
+from gigpo.envs.webshop.catalog import Catalog, Goal, Product, goal_for, price_upper_for, shared_catalog
 
 DATA_ENV = "GIGPO_WEBSHOP_DATA"
 #: (1k-subset file, full file) per role; the full file is used when present and more than 1,000 products are asked.
@@ -56,9 +55,6 @@ _STOP = frozenset(
     "a an and are as at be by for from in into is it its of on or the to with without your you this that these "
     "those our x".split()
 )
-
-_SHARED: dict[tuple[Any, ...], Catalog] = {}
-_LOCK = threading.Lock()
 
 
 def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path:
@@ -247,16 +243,6 @@ def get_original_catalog(
 ) -> Catalog:
     """The process-wide catalog of these files (built once; keyed by folder, size and seed)."""
     folder = resolve_data_dir(data_dir).resolve()
-    key = (str(folder), num_products, seed)
-    with _LOCK:
-        cat = _SHARED.get(key)
-        if cat is None:
-            from gigpo.envs.webshop.search import SearchIndex
-
-            data = load_original(folder, num_products, seed)
-            products = data["products"]
-            cat = Catalog(
-                products, {p["asin"].upper(): p for p in products}, data["goals"], SearchIndex(products)
-            )
-            _SHARED[key] = cat
-        return cat
+    return shared_catalog(
+        ("original", str(folder), num_products, seed), lambda: load_original(folder, num_products, seed)
+    )
