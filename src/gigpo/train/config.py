@@ -86,6 +86,8 @@ class RolloutConfig:
     #: DAPO soft overlong punishment: buffer as a fraction of max_response_tokens (0 = off)
     overlong_buffer: float = 0.0
     overlong_penalty: float = 1.0  #: reward added at the full length is -overlong_penalty (linear ramp)
+    #: seconds one env reset/step may take; a slower (hung) env ends its trajectory as failed and is replaced
+    env_timeout_s: float = 60.0
 
 
 @dataclass
@@ -98,6 +100,8 @@ class AlgorithmConfig:
     gamma: float = 0.95  #: γ of the step-level discounted return R_t = r_t + γ R_{t+1}
     step_weight: float = 1.0  #: ω in A = A_E + ω A_S
     normalize: Literal["mean_std", "mean"] = "mean_std"
+    #: ddof of the std in normalize="mean_std" (both terms): 1 = torch.std, as the authors' code, verl and TRL
+    std_ddof: int = 1
     compat: Any = None  #: None or "verl-agent" (reproduce the official code's numerics)
     #: ppo: "auto"/"value_head" (linear head on the policy's last hidden state); "none" is an error for ppo
     critic: Literal["auto", "none", "value_head"] = "auto"
@@ -159,6 +163,10 @@ class TrainConfig:
     #: too small to split, and a busy core makes the other thread wait.
     threads: int = 0
     tensorboard: bool = False
+    #: a fresh run into a directory that holds checkpoints or metrics: false refuses, true clears it first
+    overwrite: bool = False
+    #: stop (exit 1) after this many consecutive iterations in which every trajectory failed
+    max_failed_iterations: int = 3
 
 
 @dataclass
