@@ -1,0 +1,143 @@
+"""Building a :class:`Config`: defaults ← algorithm preset ← YAML file ← ``key=value`` overrides, each value
+coerced to its key's annotated type. Every mistake is a one-line :class:`ConfigError` naming the key or file."""
+
+from __future__ import annotations
+
+import typing
+from pathlib import Path
+from typing import Any, get_origin
+
+import yaml
+
+from gigpo.train.algorithms import SPECS, preset_overrides
+from gigpo.train.config_check import validate
+from gigpo.train.config_coerce import parse_scalar, yaml_problem, coerce
+from gigpo.train.config_error import ConfigError
+from gigpo.train.config_schema import SECTIONS, Config
+from gigpo.train.presets import CONFIG_DIR
+
+
+def _section_types() -> dict[str, type]:
+    hints = typing.get_type_hints(Config)
+    return {name: hints[name] for name in SECTIONS}
+
+
+def apply_overrides(cfg: Config, flat: dict[str, Any]) -> Config:
+    """Apply ``{"section.key": value}`` (or ``{"section": name}`` shorthand) to ``cfg`` in place, validating."""
+    types_ = _section_types()
+    for key, value in flat.items():
+        section, _, sub = key.partition(".")
+        if section not in types_:
+            raise ConfigError(f"unknown config key {key!r}; sections are: {', '.join(SECTIONS)}")
+        obj = getattr(cfg, section)
+        if not sub:
+            # `env=sokoban`, `model=tiny`, `algorithm=grpo`: shorthand for the section's name.
+            if isinstance(value, dict):
+                apply_overrides(cfg, {f"{section}.{k}": v for k, v in value.items()})
+                continue
+            if not hasattr(obj, "name"):
+                raise ConfigError(f"{key!r} is a section; set one of its keys, e.g. {section}.<key>=...")
+            sub = "name"
+        field_types = typing.get_type_hints(type(obj))
+        if sub.split(".")[0] not in field_types:
+            if section == "env":  # env constructor options, checked against the env's signature later
+                obj.options[sub] = parse_scalar(value) if isinstance(value, str) else value
+                continue
+            raise ConfigError(
+                f"unknown config key {key!r}; {section} keys are: {', '.join(sorted(field_types))}"
+            )
+        head, _, rest = sub.partition(".")
+        tp = field_types[head]
+        if head == "name" and section in ("env", "model") and value != obj.name:
+            # another env / model: the options set so far (e.g. by a preset) belong to the previous one
+            (obj.options if section == "env" else obj.tiny).clear()
+        if rest:  # dict-valued field, e.g. model.tiny.hidden_size=64
+            if not (tp is dict or get_origin(tp) is dict):
+                raise ConfigError(f"unknown config key {key!r}: {section}.{head} has no sub-keys")
+            getattr(obj, head)[rest] = parse_scalar(value) if isinstance(value, str) else value
+            continue
+        setattr(obj, head, coerce(value, tp, key))
+    return cfg
+
+
+def _flatten(data: dict, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and (not prefix and k in SECTIONS):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def parse_cli_overrides(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"expected key=value, got {item!r}")
+        out[key.strip()] = value
+    return out
+
+
+def resolve_config_path(path: str) -> Path:
+    """A config file path, or the name of a preset in ``configs/`` (``quickstart`` → configs/quickstart.yaml)."""
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"config {path!r} is a directory; give a YAML file or a preset name")
+    if p.exists():
+        return p
+    for candidate in (CONFIG_DIR / path, CONFIG_DIR / f"{path}.yaml"):
+        if candidate.is_file():
+            return candidate
+    presets = sorted(q.stem for q in CONFIG_DIR.glob("*.yaml")) if CONFIG_DIR.exists() else []
+    raise ConfigError(f"config file {path!r} not found (presets: {', '.join(presets) or 'none'})")
+
+
+def read_config_file(file: Path) -> dict:
+    """The top-level mapping of a YAML config file, every failure to read or parse it a ConfigError."""
+    try:
+        text = file.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"config file {str(file)!r} is not UTF-8 text (byte {err.object[err.start]:#04x} at "
+                          f"offset {err.start})") from None
+    except OSError as err:
+        raise ConfigError(f"config file {str(file)!r} cannot be read: {err.strerror or err}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config file {str(file)!r} is not valid YAML: {yaml_problem(err)}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {str(file)!r}: expected a mapping at the top level, got "
+                          f"{type(data).__name__}")
+    return data
+
+
+def load_config(path: str | None = None, overrides: list[str] | dict | None = None) -> Config:
+    """Defaults ← algorithm preset ← YAML file (``path``; default: the quickstart preset) ← overrides; then
+    :func:`validate`."""
+    cfg = Config()
+    data = read_config_file(resolve_config_path(path or "quickstart"))
+    data.pop("base", None)
+    file_flat = _flatten(data)
+    cli_flat = (parse_cli_overrides(overrides) if isinstance(overrides, list) else dict(overrides)) if overrides else {}
+    # First pass: which algorithm? Its preset (configs/algos/) then sits below the file and the CLI.
+    probe = apply_overrides(Config(), file_flat)
+    apply_overrides(probe, cli_flat)
+    if probe.algorithm.name in SPECS:  # an unknown name is reported by validate, with the list of names
+        apply_overrides(cfg, preset_overrides(probe.algorithm.name))
+    apply_overrides(cfg, file_flat)
+    apply_overrides(cfg, cli_flat)
+    validate(cfg)
+    return cfg
+
+
+def config_from_dict(data: dict) -> Config:
+    """Rebuild a Config from :meth:`Config.to_dict` output (e.g. a run directory's config.yaml)."""
+    cfg = Config()
+    apply_overrides(cfg, _flatten(data))
+    validate(cfg)
+    return cfg
