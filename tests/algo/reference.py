@@ -1,8 +1,10 @@
 """Row-by-row reference for returns, step grouping and GiGPO/GRPO/RLOO advantages, written straight from the equations.
 
-Deliberately plain Python (dicts and loops, no numpy tricks) so that it can be checked by eye against DESIGN.md
-"GiGPO, precisely"; the fast implementation in ``gigpo.algo`` is tested against it. Each pass is O(N) (dicts keyed
-by id), so it doubles as the "per-row Python loop" baseline of benchmarks/bench_advantages.py.
+Deliberately plain Python (dicts and loops, no numpy tricks) so that it can be checked by eye against the
+equations in docs/algo.md ("Semantics" and the compat table); the fast implementation in
+``gigpo.algo`` is tested against it. Each pass is O(N) (dicts keyed by id), so it doubles as the "per-row Python
+loop" baseline of benchmarks/bench_advantages.py. ``compat="verl-agent"`` follows the official verl-agent code's
+behaviour (``gigpo/core_gigpo.py``), including its similarity grouping (``official_leader_clusters``).
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ def _std(xs: list[float], ddof: int) -> float:
 def _relative(x: float, peers: list[float], self_pos: int, loo: bool, normalize: str, ddof: int, eps: float):
     """One unit's group-relative score: (x − baseline) / F, baseline = group mean or mean of the others (RLOO).
 
-    A group of equal values scores exactly 0 (DESIGN.md: "All-equal group → 0"), whatever rounding of the mean says.
+    A group of equal values scores exactly 0 (docs/algo.md: "Singletons and ties are exactly 0"), whatever rounding
+    of the mean says.
     """
     if all(p == x for p in peers):
         return 0.0
@@ -71,18 +74,52 @@ def ref_leader_clusters(texts: list[str], threshold: float) -> list[int]:
     return out
 
 
-def ref_step_groups(group_ids, traj_ids, steps, anchors, similarity) -> list[Any]:
-    """Step-group label per row: (group, anchor) for exact keys, (group, cluster) for similarity."""
+def official_leader_clusters(texts: list[str], threshold: float) -> list[int]:
+    """The official similarity clustering: texts in the order given; a text joins the first leader (creation order)
+    with ``SequenceMatcher(None, text, leader).ratio() >= threshold`` — new text first, difflib's default
+    autojunk=True — else it leads a new cluster."""
+    leaders: list[str] = []
+    out = []
+    for text in texts:
+        for c, lead in enumerate(leaders):
+            if difflib.SequenceMatcher(None, text, lead).ratio() >= threshold:
+                out.append(c)
+                break
+        else:
+            out.append(len(leaders))
+            leaders.append(text)
+    return out
+
+
+def official_key(x: Any) -> Any:
+    """The official exact-grouping key of an anchor: dicts by their sorted items, lists as tuples (recursively)."""
+    if isinstance(x, dict):
+        return tuple(sorted((k, official_key(v)) for k, v in x.items()))
+    if isinstance(x, (list, tuple)):
+        return tuple(official_key(v) for v in x)
+    return x
+
+
+def ref_step_groups(group_ids, traj_ids, steps, anchors, similarity, compat=None) -> list[Any]:
+    """Step-group label per row: (group, anchor) for exact keys, (group, cluster) for similarity.
+
+    Default: each group's rows visited in natural (trajectory, step) order, R-O with autojunk=False, leader first.
+    ``compat="verl-agent"``: rows in batch order, the official score (see ``official_leader_clusters``).
+    """
     n = len(group_ids)
     if similarity is None:
-        return [(group_ids[i], anchors[i]) for i in range(n)]
+        key = official_key if compat == "verl-agent" else (lambda a: a)
+        return [(group_ids[i], key(anchors[i])) for i in range(n)]
     rows_of: dict[Any, list[int]] = {}
     for i in range(n):
         rows_of.setdefault(group_ids[i], []).append(i)
     labels: list[Any] = [None] * n
     for g, rows in rows_of.items():
-        rows.sort(key=lambda i: (traj_ids[i], steps[i]))  # natural (traj, step) order
-        clusters = ref_leader_clusters([anchors[i] for i in rows], similarity)
+        if compat == "verl-agent":
+            clusters = official_leader_clusters([anchors[i] for i in rows], similarity)
+        else:
+            rows.sort(key=lambda i: (traj_ids[i], steps[i]))  # natural (traj, step) order
+            clusters = ref_leader_clusters([anchors[i] for i in rows], similarity)
         for i, c in zip(rows, clusters, strict=True):
             labels[i] = (g, c)
     return labels
@@ -103,8 +140,12 @@ def ref_compute_advantages(
     compat=None,
     eps=1e-6,
     row_penalty=None,
+    std_ddof=1,
 ) -> dict[str, list]:
-    """Reference of ``gigpo.algo.compute_advantages`` (same contract, lists in and out, no input checking)."""
+    """Reference of ``gigpo.algo.compute_advantages`` (same contract, lists in and out, no input checking).
+
+    ``std_ddof``: the std of "mean_std" divides by n − std_ddof (compat: always 1); groups of one unit score 0.
+    """
     n = len(rewards)
     penalty = [0.0] * n if row_penalty is None else [float(p) for p in row_penalty]
     returns = ref_discounted_returns(traj_ids, steps, rewards, gamma)
@@ -139,15 +180,15 @@ def ref_compute_advantages(
             peers = [ep_return[t] for t in trajs]
             for pos, t in enumerate(trajs):
                 traj_adv[t] = (
-                    0.0 if len(trajs) == 1 else _relative(peers[pos], peers, pos, loo, normalize, 0, eps)
+                    0.0 if len(trajs) == 1 else _relative(peers[pos], peers, pos, loo, normalize, std_ddof, eps)
                 )
         episode_adv = [traj_adv[traj_ids[i]] for i in range(n)]
 
     step_adv = [0.0] * n
     labels: list[Any] = [None] * n
     if estimator == "gigpo":
-        labels = ref_step_groups(group_ids, traj_ids, steps, anchors, similarity)
-        ddof = 1 if compat == "verl-agent" else 0
+        labels = ref_step_groups(group_ids, traj_ids, steps, anchors, similarity, compat)
+        ddof = 1 if compat == "verl-agent" else std_ddof
         x = [returns[i] - penalty[i] for i in range(n)]
         members: dict[Any, list[int]] = {}
         for i in range(n):

@@ -20,7 +20,7 @@ EPS = 1e-6
 
 
 def test_gigpo_by_hand() -> None:
-    out = compute_advantages(G, T, S, R, A)
+    out = compute_advantages(G, T, S, R, A, std_ddof=0)
     assert isinstance(out, AdvantageOutput)
     # Episode: R = (1, 0) -> mean 0.5, population std 0.5 -> ±0.5 / (0.5 + eps). Singleton group c -> 0.
     e = 0.5 / (0.5 + EPS)
@@ -91,7 +91,7 @@ def test_rloo_baseline_excludes_the_trajectory_itself() -> None:
     np.testing.assert_allclose(out.advantages, [1.0, -1 / 3, -1 / 3, -1 / 3])
     grpo = compute_advantages(g, t, s, r, estimator="grpo", normalize="mean")
     np.testing.assert_allclose(out.advantages, grpo.advantages * 4 / 3)  # n/(n-1) x GRPO
-    std = compute_advantages(g, t, s, r, estimator="rloo")
+    std = compute_advantages(g, t, s, r, estimator="rloo", std_ddof=0)
     np.testing.assert_allclose(std.advantages, out.advantages / (np.std(r) + EPS))  # same F as grpo
     lone = compute_advantages([0], [0], [0], [5.0], estimator="rloo")
     assert lone.advantages[0] == 0.0

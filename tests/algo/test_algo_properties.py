@@ -25,11 +25,18 @@ options = st.fixed_dictionaries(
         "step_weight": st.sampled_from([0.0, 1.0, 0.3]),
         "similarity": st.sampled_from([None, None, 0.3, 0.6, 0.8, 1.0]),
         "eps": st.sampled_from([1e-6, 0.0, 0.1]),
+        "std_ddof": st.sampled_from([0, 1]),
     }
 )
 
 
+def _with_compat_ddof(opts: dict) -> dict:
+    """compat="verl-agent" is torch.std (ddof 1) by definition; other ddofs are rejected there."""
+    return {**opts, "std_ddof": 1} if opts["compat"] == "verl-agent" else opts
+
+
 def _check_against_reference(b: Batch, opts: dict, row_penalty=None) -> None:
+    opts = _with_compat_ddof(opts)
     out = compute_advantages(*b.columns(), **opts, row_penalty=row_penalty)
     ref = ref_compute_advantages(*b.columns(), **opts, row_penalty=row_penalty)
     for name in FIELDS:
@@ -53,6 +60,13 @@ def test_fast_equals_reference(b: Batch, opts: dict) -> None:
 
 @SETTINGS
 @given(b=batches(), opts=options, seed=st.integers(0, 2**31 - 1))
+def test_fast_equals_reference_on_shuffled_rows(b: Batch, opts: dict, seed: int) -> None:
+    """Same check after shuffling rows (the reference walks rows in the order given, the fast path sorts)."""
+    _check_against_reference(b.shuffled(seed), opts)
+
+
+@SETTINGS
+@given(b=batches(), opts=options, seed=st.integers(0, 2**31 - 1))
 def test_compat_row_penalty_equals_reference(b: Batch, opts: dict, seed: int) -> None:
     penalty = (np.random.default_rng(seed).random(len(b.rewards)) < 0.3) * 0.1
     _check_against_reference(b, {**opts, "compat": "verl-agent"}, row_penalty=penalty.tolist())
@@ -61,7 +75,13 @@ def test_compat_row_penalty_equals_reference(b: Batch, opts: dict, seed: int) ->
 @SETTINGS
 @given(b=batches(), opts=options, seed=st.integers(0, 2**31 - 1))
 def test_row_order_never_matters(b: Batch, opts: dict, seed: int) -> None:
-    """Shuffling rows permutes the outputs and nothing else (step-group ids included: they are canonical)."""
+    """Shuffling rows permutes the outputs and nothing else (step-group ids included: they are canonical).
+
+    Except in compat similarity grouping, which walks rows in batch order as the official code does.
+    """
+    opts = _with_compat_ddof(opts)
+    if opts["compat"] == "verl-agent" and opts["similarity"] is not None:
+        opts = {**opts, "similarity": None}
     perm = np.random.default_rng(seed).permutation(len(b.rewards))
     shuffled = Batch(*[[col[i] for i in perm] for col in b.columns()])
     out = compute_advantages(*b.columns(), **opts)

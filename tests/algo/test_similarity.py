@@ -15,8 +15,8 @@ from text_edits import random_edits
 
 import gigpo.algo.similarity as sim
 from gigpo.algo.similarity import METRICS, grouping_quality, leader_cluster, leader_cluster_many, ro_ratio
-from gigpo.algo.similarity_minhash import lsh_rows, minhash_signatures
-from gigpo.algo.similarity_ro import decide_matches, need_matches, prepare, ro_matches
+from gigpo.algo.similarity.minhash import lsh_rows, minhash_signatures
+from gigpo.algo.similarity.ro import decide_matches, need_matches, prepare, ro_matches
 
 cydifflib = pytest.importorskip("cydifflib")
 

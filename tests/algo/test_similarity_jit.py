@@ -1,4 +1,4 @@
-"""The compiled R-O core (gigpo.algo.similarity_jit) against difflib, pair by pair and decision by decision."""
+"""The compiled R-O core (gigpo.algo.similarity.jit) against difflib, pair by pair and decision by decision."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from text_edits import random_edits
 
-from gigpo.algo.similarity_ro import codepoints as cps
-from gigpo.algo.similarity_ro import need_matches
+from gigpo.algo.similarity.ro import codepoints as cps
+from gigpo.algo.similarity.ro import need_matches
 
-jit = pytest.importorskip("gigpo.algo.similarity_jit")  # needs numba (the `fast` extra; dev installs it)
+jit = pytest.importorskip("gigpo.algo.similarity.jit")  # needs numba (the `fast` extra; dev installs it)
 
 
 def ref_matches(a: str, b: str) -> int:

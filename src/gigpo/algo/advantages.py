@@ -1,4 +1,8 @@
-"""Advantage estimators (GiGPO, GRPO, RLOO) on flat per-step rows: the public entry point ``compute_advantages``."""
+"""Advantage estimators (GiGPO, GRPO, RLOO) on flat per-step rows: the public entry point ``compute_advantages``.
+
+A = A_E + ω · A_S. ``compute_advantages`` reads as: validate rows → discounted returns → episode term A_E →
+step term A_S → combine; ``group_normalize`` is the one group statistic both terms use.
+"""
 
 from __future__ import annotations
 
@@ -7,25 +11,23 @@ from typing import Any
 
 import numpy as np
 
-from gigpo.algo.grouping import (
-    _as_object_list,
-    _check_texts,
-    _check_threshold,
-    _cluster_sorted,
+from gigpo.algo.grouping import check_texts, check_threshold, cluster_sorted, step_group_stats
+from gigpo.algo.ids import (
     as_numpy,
+    as_object_list,
     factorize_ids,
     factorize_keys,
     id_at,
     pair_codes,
     relabel_first_seen,
-    step_group_stats,
 )
-from gigpo.algo.returns import as_rewards, as_steps, build_traj_index, check_gamma, segmented_discount
+from gigpo.algo.returns import TrajIndex, as_rewards, as_steps, build_traj_index, check_gamma, segmented_discount
 
 ESTIMATORS = ("gigpo", "grpo", "rloo")
 EPISODE_ESTIMATORS = ("grpo", "rloo")
 NORMALIZATIONS = ("mean_std", "mean")
 COMPAT_MODES = (None, "verl-agent")
+STD_DDOFS = (0, 1)
 
 
 @dataclass
@@ -53,16 +55,18 @@ def group_normalize(
     *,
     normalize: str,
     eps: float,
-    ddof: int,
+    std_ddof: int = 1,
     leave_one_out: bool = False,
 ) -> np.ndarray:
     """Per-unit group-relative score, fully vectorised (``np.bincount``; no loop over units).
 
     mean:      A_i = s · (x_i − mean_g x)
-    mean_std:  A_i = s · (x_i − mean_g x) / (std_g x + eps),  std with ``ddof`` (0: population, 1: unbiased)
-    with s = 1, or s = n_g / (n_g − 1) for ``leave_one_out`` (RLOO: x_i − mean of the *other* n_g − 1 units equals
-    n_g/(n_g − 1) · (x_i − mean_g)). A singleton group gives 0, and so does a group of equal values — exactly:
-    values are shifted by one member of their group before averaging, so equal values give deviations of exactly 0.
+    mean_std:  A_i = s · (x_i − mean_g x) / (std_g x + eps),  std_g² = Σ_g (x − mean_g x)² / (n_g − ``std_ddof``)
+    (``std_ddof`` 1: the unbiased std of ``torch.std``; 0: the population std), with s = 1, or s = n_g / (n_g − 1)
+    for ``leave_one_out`` (RLOO: x_i − mean of the *other* n_g − 1 units equals n_g/(n_g − 1) · (x_i − mean_g)).
+    A singleton group gives 0 (its std is undefined for ddof 1, but its deviation from its own mean is 0), and so
+    does a group of equal values — exactly: values are shifted by one member of their group before averaging, so
+    equal values give deviations of exactly 0.
     """
     counts = np.bincount(codes, minlength=n_codes).astype(np.float64)
     rep = np.empty(n_codes, dtype=np.int64)
@@ -79,7 +83,7 @@ def group_normalize(
         adv = dev
     if normalize == "mean":
         return adv
-    denom_n = counts - ddof
+    denom_n = counts - std_ddof
     var = np.divide(
         np.bincount(codes, weights=dev * dev, minlength=n_codes),
         denom_n,
@@ -90,28 +94,16 @@ def group_normalize(
     return np.divide(adv, denom[codes], out=np.zeros_like(adv), where=denom[codes] > 0)
 
 
-def _validate_options(estimator, episode_estimator, normalize, compat, similarity, eps, step_weight) -> None:
-    if estimator not in ESTIMATORS:
-        raise ValueError(f"unknown estimator {estimator!r}; expected one of {ESTIMATORS}")
-    if episode_estimator not in EPISODE_ESTIMATORS:
-        raise ValueError(
-            f"unknown episode_estimator {episode_estimator!r}; expected one of {EPISODE_ESTIMATORS}"
-        )
-    if normalize not in NORMALIZATIONS:
-        raise ValueError(f"unknown normalize {normalize!r}; expected one of {NORMALIZATIONS}")
-    if compat not in COMPAT_MODES:
-        raise ValueError(f"unknown compat {compat!r}; expected one of {COMPAT_MODES}")
-    if similarity is not None:
-        _check_threshold(similarity)
-    if not np.isfinite(eps) or eps < 0:
-        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
-    if not np.isfinite(step_weight):
-        raise ValueError(f"step_weight must be finite, got {step_weight!r}")
+@dataclass(frozen=True)
+class _Rows:
+    """Validated rows: id codes, the (trajectory, step) index, rewards, and compat's per-row penalty (or None)."""
 
-
-def _check_len(name: str, size: int, n: int) -> None:
-    if size != n:
-        raise ValueError(f"length mismatch: {name} has {size} rows but group_ids has {n}")
+    gcodes: np.ndarray
+    n_groups: int
+    group_of_traj: np.ndarray
+    index: TrajIndex
+    rewards: np.ndarray
+    penalty: np.ndarray | None
 
 
 def compute_advantages(
@@ -131,8 +123,9 @@ def compute_advantages(
     eps: float = 1e-6,
     *,
     row_penalty: Any = None,
+    std_ddof: int = 1,
 ) -> AdvantageOutput:
-    """Per-row advantages for GiGPO / GRPO / RLOO from flat step records (DESIGN.md "GiGPO, precisely").
+    """Per-row advantages for GiGPO / GRPO / RLOO from flat step records (equations: docs/algo.md "Semantics").
 
     Inputs (length N, lists / numpy / torch; any row order): ``group_ids`` (episode group), ``traj_ids``, ``steps``
     (int t within the trajectory), ``rewards`` (r_t, penalties included), ``anchors`` (step-grouping keys: any
@@ -140,24 +133,88 @@ def compute_advantages(
 
     Episode term, on R(τ) = Σ_t r_t with statistics over the trajectories of a group (each counts once):
       grpo: A_E = (R − mean_G R) / F;  rloo: A_E = (R − mean of the *other* trajectories' R) / F
-      F = std_G R + eps for "mean_std" (population std, ddof 0), F = 1 for "mean"; singleton group → 0.
+      F = std_G R + eps for "mean_std" (std with ``std_ddof``: 1 = ``torch.std``, the default; 0 = population),
+      F = 1 for "mean"; singleton group → 0.
     Step term (estimator "gigpo"): R_t = r_t + γ R_{t+1}; step group = same ``group_id`` and matching anchor
       (exact key, or greedy-leader similarity ≥ ``similarity`` in (trajectory, step) order);
       A_S = (R_t − mean_S R_t) / F_S with the same normalisation over the rows of the step group; singleton → 0.
     Result: A = A_E + ``step_weight`` · A_S ("gigpo"), A = A_E ("grpo", "rloo"; then A_S = 0, step ids = -1).
 
     ``compat="verl-agent"`` reproduces the official GiGPO code: episode statistics over *step rows* (a trajectory
-    weighs as many times as it has steps), unbiased std (ddof 1) in both terms, and an episode group of exactly
-    one row keeps its raw score R(τ)/(1 + eps) ("mean_std") or R(τ) ("mean"). ``row_penalty`` (keyword, compat
-    only) reproduces its invalid-action penalty, applied after discounting: the row's episode score becomes
-    R(τ) − p and its step return R_t − p (pass un-penalised ``rewards`` then).
+    weighs as many times as it has steps), ddof 1 in both terms (``std_ddof`` must stay 1), an episode group of
+    exactly one row keeps its raw score R(τ)/(1 + eps) ("mean_std") or R(τ) ("mean"), exact anchors keyed as its
+    ``to_hashable`` (dict / list anchors accepted), and its similarity grouping (rows in batch order, score
+    ``SequenceMatcher(None, new_text, leader)`` with autojunk; see ``gigpo.algo.compat``) — which makes the
+    result depend on row order. ``row_penalty`` (keyword, compat only) reproduces its invalid-action penalty,
+    applied after discounting: the row's episode score becomes R(τ) − p and its step return R_t − p (pass
+    un-penalised ``rewards`` then).
 
     Raises ``ValueError`` naming the problem for: mismatched lengths, empty input, NaN/inf rewards, duplicate
     (trajectory, step) pairs, a trajectory in two groups, ``similarity`` outside (0, 1], non-string anchors with
     similarity, missing anchors for "gigpo", unknown option values.
     """
-    _validate_options(estimator, episode_estimator, normalize, compat, similarity, eps, step_weight)
+    _validate_options(
+        estimator, episode_estimator, normalize, compat, similarity, similarity_metric, eps, step_weight, std_ddof
+    )
     check_gamma(gamma)
+    use_steps = estimator == "gigpo"
+    rows = _validated_rows(group_ids, traj_ids, steps, rewards, anchors, use_steps, row_penalty, compat)
+    returns = _discounted(rows, gamma)
+    traj_return = np.bincount(rows.index.tcodes, weights=rows.rewards, minlength=rows.index.n_traj)
+    episode_returns = traj_return[rows.index.tcodes]
+    loo = estimator == "rloo" or (use_steps and episode_estimator == "rloo")
+    norm = dict(normalize=normalize, eps=eps, std_ddof=std_ddof)
+    ep_adv = _episode_term(rows, traj_return, loo=loo, compat=compat, **norm)
+    if use_steps:
+        if rows.penalty is not None:
+            returns = returns - rows.penalty
+        step_ids, step_adv = _step_term(rows, anchors, returns, similarity, similarity_metric, compat, **norm)
+        advantages = ep_adv + float(step_weight) * step_adv
+    else:
+        step_ids = np.full(rows.gcodes.size, -1, dtype=np.int64)
+        step_adv = np.zeros(rows.gcodes.size, dtype=np.float64)
+        advantages = ep_adv.copy()
+    stats = _stats(advantages, ep_adv, step_adv, traj_return, rows, step_ids, use_steps)
+    return AdvantageOutput(advantages, ep_adv, step_adv, returns, episode_returns, step_ids, stats)
+
+
+def _validate_options(
+    estimator, episode_estimator, normalize, compat, similarity, similarity_metric, eps, step_weight, std_ddof
+) -> None:
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"unknown estimator {estimator!r}; expected one of {ESTIMATORS}")
+    if episode_estimator not in EPISODE_ESTIMATORS:
+        raise ValueError(
+            f"unknown episode_estimator {episode_estimator!r}; expected one of {EPISODE_ESTIMATORS}"
+        )
+    if normalize not in NORMALIZATIONS:
+        raise ValueError(f"unknown normalize {normalize!r}; expected one of {NORMALIZATIONS}")
+    if compat not in COMPAT_MODES:
+        raise ValueError(f"unknown compat {compat!r}; expected one of {COMPAT_MODES}")
+    if isinstance(std_ddof, bool) or std_ddof not in STD_DDOFS:
+        raise ValueError(f"std_ddof must be 0 or 1, got {std_ddof!r}")
+    if compat == "verl-agent" and std_ddof != 1:
+        raise ValueError('compat="verl-agent" uses torch.std (std_ddof=1); std_ddof=0 contradicts it')
+    if similarity is not None:
+        check_threshold(similarity)
+        if compat == "verl-agent" and similarity_metric != "ro":
+            raise ValueError(
+                f'compat="verl-agent" reproduces the official difflib score; similarity_metric must be "ro", '
+                f"got {similarity_metric!r}"
+            )
+    if not np.isfinite(eps) or eps < 0:
+        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
+    if not np.isfinite(step_weight):
+        raise ValueError(f"step_weight must be finite, got {step_weight!r}")
+
+
+def _check_len(name: str, size: int, n: int) -> None:
+    if size != n:
+        raise ValueError(f"length mismatch: {name} has {size} rows but group_ids has {n}")
+
+
+def _validated_rows(group_ids, traj_ids, steps, rewards, anchors, use_steps, row_penalty, compat) -> _Rows:
+    """Code the ids, check every column's length and values, index rows by (trajectory, step)."""
     gcodes, n_groups = factorize_ids(group_ids, "group_ids")
     n = gcodes.size
     tcodes, n_traj = factorize_ids(traj_ids, "traj_ids")
@@ -166,12 +223,10 @@ def compute_advantages(
     _check_len("steps", st.shape[0] if st.ndim else -1, n)
     r_np = as_numpy(rewards)
     _check_len("rewards", r_np.shape[0] if r_np.ndim else -1, n)
-    use_steps = estimator == "gigpo"
     if use_steps:
         if anchors is None:
             raise ValueError('estimator "gigpo" needs anchors (one state key per row)')
-        a_len = len(anchors) if not isinstance(anchors, np.ndarray) else anchors.shape[0]
-        _check_len("anchors", a_len, n)
+        _check_len("anchors", len(anchors) if not isinstance(anchors, np.ndarray) else anchors.shape[0], n)
     penalty = None
     if row_penalty is not None:
         if compat != "verl-agent":
@@ -183,86 +238,91 @@ def compute_advantages(
     if n == 0:
         raise ValueError("empty input: no step rows")
     r = as_rewards(r_np, n)
-    st = as_steps(st, n)
-
-    idx = build_traj_index(tcodes, n_traj, st, traj_ids)
-    order = idx.order
-    gc_sorted = gcodes[order]
-    split = (idx.next_in_traj[:-1] < n) & (gc_sorted[1:] != gc_sorted[:-1])
+    index = build_traj_index(tcodes, n_traj, as_steps(st, n), traj_ids)
+    gc_sorted = gcodes[index.order]
+    split = (index.next_in_traj[:-1] < n) & (gc_sorted[1:] != gc_sorted[:-1])
     if split.any():
-        row = int(order[int(np.flatnonzero(split)[0])])
+        row = int(index.order[int(np.flatnonzero(split)[0])])
         raise ValueError(f"trajectory {id_at(traj_ids, row)!r} appears in more than one group")
-
-    max_len = int(idx.traj_len.max())
-    returns = np.empty(n, dtype=np.float64)
-    returns[order] = segmented_discount(r[order], idx.next_in_traj, gamma, max_len)
-    traj_return = np.bincount(tcodes, weights=r, minlength=n_traj)
     group_of_traj = np.empty(n_traj, dtype=np.int64)
     group_of_traj[tcodes] = gcodes
-    episode_returns = traj_return[tcodes]
+    return _Rows(gcodes, n_groups, group_of_traj, index, r, penalty)
 
-    # ---- episode term ----
-    loo = (estimator == "rloo") or (estimator == "gigpo" and episode_estimator == "rloo")
-    if compat == "verl-agent":
-        score = episode_returns if penalty is None else episode_returns - penalty
-        ep_adv = group_normalize(
-            score, gcodes, n_groups, normalize=normalize, eps=eps, ddof=1, leave_one_out=loo
-        )
-        rows_per_group = np.bincount(gcodes, minlength=n_groups)
-        lone = rows_per_group[gcodes] == 1
-        ep_adv[lone] = score[lone] / (1.0 + eps) if normalize == "mean_std" else score[lone]
-    else:
-        traj_adv = group_normalize(
-            traj_return, group_of_traj, n_groups, normalize=normalize, eps=eps, ddof=0, leave_one_out=loo
-        )
-        ep_adv = traj_adv[tcodes]
 
-    # ---- step term ----
-    if use_steps:
-        if similarity is None:
-            acodes, n_anchor = factorize_keys(anchors, "anchors")
-            labels = pair_codes(acodes, n_anchor, gcodes, n_groups)[0]
-        else:
-            texts = _as_object_list(anchors, "anchors")
-            _check_texts(texts)
-            by_group = order[np.argsort(gc_sorted, kind="stable")]  # (group, traj, step) order
-            labels = _cluster_sorted(gcodes[by_group], by_group, texts, float(similarity), similarity_metric)
-        # Canonical numbering: first appearance in (trajectory, step) order, so ids do not depend on row order.
-        step_ids = np.empty(n, dtype=np.int64)
-        step_ids[order] = relabel_first_seen(labels[order])
-        n_step_groups = int(step_ids.max()) + 1
-        step_x = returns if penalty is None else returns - penalty
-        step_adv = group_normalize(
-            step_x,
-            step_ids,
-            n_step_groups,
-            normalize=normalize,
-            eps=eps,
-            ddof=1 if compat == "verl-agent" else 0,
-        )
-        if penalty is not None:
-            returns = step_x
-        advantages = ep_adv + float(step_weight) * step_adv
-    else:
-        step_ids = np.full(n, -1, dtype=np.int64)
-        step_adv = np.zeros(n, dtype=np.float64)
-        advantages = ep_adv.copy()
+def _discounted(rows: _Rows, gamma: float) -> np.ndarray:
+    """R_t = r_t + γ R_{t+1} per trajectory, in input row order."""
+    order = rows.index.order
+    returns = np.empty(order.size, dtype=np.float64)
+    max_len = int(rows.index.traj_len.max())
+    returns[order] = segmented_discount(rows.rewards[order], rows.index.next_in_traj, gamma, max_len)
+    return returns
 
-    stats = _stats(
-        advantages, ep_adv, step_adv, traj_return, group_of_traj, n_groups, idx.traj_len, step_ids, use_steps
+
+def _episode_term(
+    rows: _Rows, traj_return: np.ndarray, *, loo: bool, compat: str | None, normalize: str, eps: float,
+    std_ddof: int,
+) -> np.ndarray:
+    """A_E per row: group-normalised R(τ) over the group's trajectories (compat: over its step rows)."""
+    norm = dict(normalize=normalize, eps=eps, std_ddof=std_ddof, leave_one_out=loo)
+    if compat != "verl-agent":
+        traj_adv = group_normalize(traj_return, rows.group_of_traj, rows.n_groups, **norm)
+        return traj_adv[rows.index.tcodes]
+    score = traj_return[rows.index.tcodes]
+    if rows.penalty is not None:
+        score = score - rows.penalty
+    ep_adv = group_normalize(score, rows.gcodes, rows.n_groups, **norm)
+    # Official rule for a group of one *row*: mean := 0, std := 1, so the raw score survives.
+    lone = np.bincount(rows.gcodes, minlength=rows.n_groups)[rows.gcodes] == 1
+    ep_adv[lone] = score[lone] / (1.0 + eps) if normalize == "mean_std" else score[lone]
+    return ep_adv
+
+
+def _step_term(
+    rows: _Rows, anchors: Any, returns: np.ndarray, similarity: float | None, metric: str, compat: str | None,
+    *, normalize: str, eps: float, std_ddof: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(step-group ids, A_S): anchor-state groups within episode groups, then group-normalised R_t."""
+    labels = _step_labels(rows, anchors, similarity, metric, compat)
+    # Canonical numbering: first appearance in (trajectory, step) order, so ids do not depend on row order.
+    order = rows.index.order
+    step_ids = np.empty(order.size, dtype=np.int64)
+    step_ids[order] = relabel_first_seen(labels[order])
+    n_step_groups = int(step_ids.max()) + 1
+    step_adv = group_normalize(
+        returns, step_ids, n_step_groups, normalize=normalize, eps=eps, std_ddof=std_ddof
     )
-    return AdvantageOutput(advantages, ep_adv, step_adv, returns, episode_returns, step_ids, stats)
+    return step_ids, step_adv
 
 
-def _stats(
-    adv, ep_adv, step_adv, traj_return, group_of_traj, n_groups, traj_len, step_ids, use_steps
-) -> dict:
+def _step_labels(rows: _Rows, anchors: Any, similarity: float | None, metric: str, compat: str | None):
+    """Step-group labels (equal ⇔ same step group) for exact or similarity grouping, default or official."""
+    official = compat == "verl-agent"
+    if similarity is None:
+        if official:
+            from gigpo.algo.compat import official_anchor_codes
+
+            acodes, n_anchor = official_anchor_codes(anchors)
+        else:
+            acodes, n_anchor = factorize_keys(anchors, "anchors")
+        return pair_codes(acodes, n_anchor, rows.gcodes, rows.n_groups)[0]
+    texts = as_object_list(anchors, "anchors")
+    check_texts(texts)
+    if official:
+        from gigpo.algo.compat import official_similarity_groups
+
+        return official_similarity_groups(rows.gcodes, texts, float(similarity))
+    by_group = rows.index.order[np.argsort(rows.gcodes[rows.index.order], kind="stable")]  # (group, traj, step)
+    return cluster_sorted(rows.gcodes[by_group], by_group, texts, float(similarity), metric)
+
+
+def _stats(adv, ep_adv, step_adv, traj_return, rows: _Rows, step_ids, use_steps) -> dict:
     """JSON-ready per-iteration metrics (python scalars only)."""
-    trajs_per_group = np.bincount(group_of_traj, minlength=n_groups)
+    trajs_per_group = np.bincount(rows.group_of_traj, minlength=rows.n_groups)
+    traj_len = rows.index.traj_len
     stats: dict[str, Any] = {
         "num_rows": int(adv.size),
         "num_trajectories": int(traj_return.size),
-        "num_episode_groups": int(n_groups),
+        "num_episode_groups": int(rows.n_groups),
         "episode_group/singleton_frac": float((trajs_per_group == 1).mean()),
         "traj_len/mean": float(traj_len.mean()),
         "traj_len/max": int(traj_len.max()),

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from gigpo.algo.grouping import as_numpy, factorize_ids
+from gigpo.algo.ids import as_numpy, factorize_ids
 from gigpo.algo.returns import as_rewards, as_steps, build_traj_index, check_gamma, segmented_discount
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from gigpo.algo.grouping import as_numpy, factorize_ids, id_at
+from gigpo.algo.ids import as_numpy, factorize_ids, id_at
 
 
 @dataclass(frozen=True)

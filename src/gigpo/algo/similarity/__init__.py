@@ -1,4 +1,14 @@
-"""Text-similarity clustering of anchor states (greedy leader clustering over a similarity metric) and its quality."""
+"""Text-similarity clustering of anchor states (greedy leader clustering over a similarity metric) and its quality.
+
+The public face of the similarity engine: ``leader_cluster`` / ``leader_cluster_many`` dispatch a metric to its
+implementation, each imported on first use so that ``import gigpo.algo.similarity`` needs numpy only:
+
+- ``ro``: the compiled core ``jit`` (+ ``jit_index``, ``jit_search``; needs numba) or, without numba, the numpy
+  path ``leader`` + ``ro`` (needs rapidfuzz; cydifflib speeds it up) - identical assignments;
+- ``indel``: ``leader`` (rapidfuzz); ``minhash``: ``minhash`` (numpy); ``exact``: a dict, here.
+
+``grouping_quality`` (``quality``) scores step groups against true state keys.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +22,19 @@ from typing import Any
 
 import numpy as np
 
-from gigpo.algo.similarity_leader import leader_cluster_text
-from gigpo.algo.similarity_minhash import minhash_leader_cluster
-from gigpo.algo.similarity_ro import codepoints
+from gigpo.algo.similarity.support import codepoints
+from gigpo.algo.similarity.quality import grouping_quality
+
+__all__ = [
+    "METRICS",
+    "NO_JIT_ENV",
+    "TEXT_METRICS",
+    "grouping_quality",
+    "jit_backend",
+    "leader_cluster",
+    "leader_cluster_many",
+    "ro_ratio",
+]
 
 # "state_key" is the env-supplied true state fed to exact grouping by the trainer; it is listed for config checks.
 METRICS = ("ro", "indel", "minhash", "exact", "state_key")
@@ -30,7 +50,7 @@ _jit_module: Any = None
 
 
 def jit_backend() -> Any:
-    """The compiled "ro" core (gigpo.algo.similarity_jit) or None when numba is missing or GIGPO_NO_JIT is set.
+    """The compiled "ro" core (gigpo.algo.similarity.jit) or None when numba is missing or GIGPO_NO_JIT is set.
 
     Imported on first use: numba's import and the first compilation (cached on disk afterwards) cost seconds,
     which ``import gigpo`` should not pay.
@@ -40,11 +60,11 @@ def jit_backend() -> Any:
         return None
     if _jit_module is None:
         try:
-            from gigpo.algo import similarity_jit
+            from gigpo.algo.similarity import jit
         except ImportError:  # numba not installed: `pip install gigpo[fast]`
             _jit_module = False
         else:
-            _jit_module = similarity_jit
+            _jit_module = jit
     return _jit_module or None
 
 
@@ -144,9 +164,9 @@ def leader_cluster(texts: Sequence[Hashable], threshold: float, metric: str = "r
     ``>= threshold`` against it, else it leads a new cluster. Scores (leader first, text second):
       - "ro": difflib.SequenceMatcher(None, leader, text, autojunk=False).ratio() — assignment identical to the
         naive loop, computed with exact skip bounds and seeded block finding (compiled with numba when installed,
-        see similarity_jit; numpy + cydifflib otherwise, see similarity_leader);
+        see similarity.jit; numpy + rapidfuzz + cydifflib otherwise, see similarity.leader);
       - "indel": rapidfuzz.distance.Indel.normalized_similarity = 2·LCS/(|a|+|b|) — identical to the naive loop;
-      - "minhash": estimated Jaccard of 3-word shingles, LSH-banded (approximate; see similarity_minhash);
+      - "minhash": estimated Jaccard of 3-word shingles, LSH-banded (approximate; see similarity.minhash);
       - "exact": equality (any hashable anchors; threshold is irrelevant but still checked).
     Raises ValueError for an unknown metric, a threshold outside (0, 1], or non-string anchors with a text metric.
     """
@@ -156,12 +176,16 @@ def leader_cluster(texts: Sequence[Hashable], threshold: float, metric: str = "r
         first: dict[Hashable, int] = {}
         return np.fromiter((first.setdefault(t, len(first)) for t in texts), dtype=np.int64, count=len(texts))
     if metric == "minhash":
+        from gigpo.algo.similarity.minhash import minhash_leader_cluster
+
         return minhash_leader_cluster(texts, threshold)  # type: ignore[arg-type]
     jit = jit_backend() if metric == "ro" else None
     if jit is not None:
         done = _ro_compiled_or_none(jit, [texts], threshold, workers=1)  # type: ignore[list-item]
         if done is not None:
             return done[0]
+    from gigpo.algo.similarity.leader import leader_cluster_text  # rapidfuzz: a clear ImportError if missing
+
     return leader_cluster_text(texts, threshold, metric)  # type: ignore[arg-type]
 
 
@@ -198,48 +222,3 @@ def leader_cluster_many(
     for i, r in zip(order, res, strict=True):
         out[i] = r
     return out
-
-
-def _codes(x: Sequence[Hashable] | np.ndarray) -> np.ndarray:
-    """Dense int64 codes of arbitrary labels (np.unique when the array is numeric/string, dict otherwise)."""
-    try:
-        arr = x if isinstance(x, np.ndarray) else np.asarray(x)
-    except (ValueError, TypeError):  # ragged / mixed labels
-        arr = None
-    if arr is not None and arr.ndim == 1 and arr.dtype.kind in "biufUS":
-        return np.unique(arr, return_inverse=True)[1].astype(np.int64).ravel()
-    first: dict[Hashable, int] = {}
-    return np.fromiter((first.setdefault(k, len(first)) for k in x), dtype=np.int64, count=len(x))
-
-
-def _pairs(*codes: np.ndarray) -> int:
-    """Σ over cells of the joint labelling of C(n_cell, 2)."""
-    key = np.zeros(codes[0].size, dtype=np.int64)
-    for c in codes:  # re-densify after each combine so keys stay < n² and never overflow int64
-        key = np.unique(key * (int(c.max(initial=0)) + 1) + c, return_inverse=True)[1].ravel()
-    n = np.bincount(key)
-    return int((n * (n - 1) // 2).sum())
-
-
-def grouping_quality(
-    pred_ids: Sequence[Hashable] | np.ndarray,
-    true_keys: Sequence[Hashable] | np.ndarray,
-    episode_group_ids: Sequence[Hashable] | np.ndarray,
-) -> dict[str, float]:
-    """Pairwise precision/recall of "same step group" decisions against true state keys, within episode groups.
-
-    With pairs counted only between rows of the same episode group: pairs_pred = Σ_cells C(n, 2) over
-    (group, pred) cells, pairs_true likewise over (group, true), pairs_both over (group, pred, true);
-    precision = pairs_both / pairs_pred, recall = pairs_both / pairs_true (1.0 when the denominator is 0: no pair
-    was claimed / none exists), f1 = harmonic mean (0 when both are 0). O(n log n), no pair loops.
-    """
-    p, t, g = _codes(pred_ids), _codes(true_keys), _codes(episode_group_ids)
-    if not (p.size == t.size == g.size):
-        raise ValueError(f"length mismatch: pred {p.size}, true {t.size}, groups {g.size}")
-    if p.size == 0:
-        return {"precision": 1.0, "recall": 1.0, "f1": 1.0, "pairs_pred": 0, "pairs_true": 0, "pairs_both": 0}
-    pp, pt, pb = _pairs(g, p), _pairs(g, t), _pairs(g, p, t)
-    prec = pb / pp if pp else 1.0
-    rec = pb / pt if pt else 1.0
-    f1 = 2 * prec * rec / (prec + rec) if prec + rec > 0 else 0.0
-    return {"precision": prec, "recall": rec, "f1": f1, "pairs_pred": pp, "pairs_true": pt, "pairs_both": pb}

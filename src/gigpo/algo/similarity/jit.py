@@ -22,7 +22,7 @@ loop (see similarity.leader_cluster), every step in machine code. M is the R-O m
    blocks form a common subsequence. For pages that differ, found + Σ LCS drops below need after a handful of top
    blocks, which is what keeps low thresholds fast.
 
-Optional: imported only when numba is installed (``pip install gigpo[fast]``); similarity_leader is the fallback.
+Optional: imported only when numba is installed (``pip install gigpo[fast]``); similarity.leader is the fallback.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from gigpo.algo.similarity_jit_index import (
+from gigpo.algo.similarity.jit_index import (
     LONG,
     STRIDE,
     Q,
@@ -42,7 +42,7 @@ from gigpo.algo.similarity_jit_index import (
     table_sizes,
     trigram_codes,
 )
-from gigpo.algo.similarity_jit_search import (
+from gigpo.algo.similarity.jit_search import (
     _NB,
     lcs_ub,
     longest_match,

@@ -2,7 +2,7 @@
 
 Q-gram hashes are polynomial (mod 2^64): equal strings get equal hashes, and a collision can only produce a hit
 that extends to fewer than Q characters, which ``seed_runs`` drops. Trigram codes pack three 21-bit codepoints, so
-they are exact. See similarity_jit for how the runs are used.
+they are exact. See similarity.jit for how the runs are used.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from gigpo.algo.similarity_jit_index import log2, slot
+from gigpo.algo.similarity.jit_index import log2, slot
 
 _NB = 256  # multiset / LCS character buckets
 

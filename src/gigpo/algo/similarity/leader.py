@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from rapidfuzz.distance import Indel
-from rapidfuzz.process import cdist
 
-from gigpo.algo.similarity_ro import Prepared, codepoints, decide_matches, need_matches, prepare
+from gigpo.algo.similarity.support import codepoints, require
+from gigpo.algo.similarity.ro import Prepared, decide_matches, need_matches, prepare
+
+# This module is imported only for the "indel" metric and the numpy "ro" path, which both need rapidfuzz.
+Indel = require("rapidfuzz.distance", 'the "indel" metric and the numpy "ro" path').Indel
+cdist = require("rapidfuzz.process", 'the "indel" metric and the numpy "ro" path').cdist
 
 _NB = (
     128  # character buckets (codepoint % 128): exact counts for ASCII, merged (still a valid bound) otherwise

@@ -6,7 +6,8 @@ import difflib
 from dataclasses import dataclass, field
 
 import numpy as np
-from rapidfuzz.distance import LCSseq
+
+from gigpo.algo.similarity.support import codepoints, require
 
 try:  # compiled difflib (same algorithm, C++); verified bit-identical in tests/algo/test_similarity.py
     import cydifflib as _cdl
@@ -31,12 +32,6 @@ class Prepared:
     hs: np.ndarray = field(repr=False)  # sorted h
     ho: np.ndarray = field(repr=False)  # stable argsort of h (so equal hashes list increasing positions)
     wide: bool = False  # has a codepoint >= 256: q-gram hashes are not injective
-
-
-def codepoints(s: str) -> np.ndarray:
-    """uint32 codepoints of ``s`` (a zero-copy view of its UTF-32 encoding). surrogatepass: a str may hold lone
-    surrogates; they are just code points here, as in difflib."""
-    return np.frombuffer(s.encode("utf-32-le", "surrogatepass"), dtype=np.uint32) if s else np.zeros(0, np.uint32)
 
 
 def prepare(s: str, cp: np.ndarray | None = None) -> Prepared:
@@ -219,6 +214,7 @@ def _finish_hard(
     if lb >= need:
         return lb
     # M(sub) <= LCS(sub): R-O's blocks form a common subsequence of the sub-strings.
+    LCSseq = require("rapidfuzz.distance", 'the numpy "ro" path').LCSseq
     ubs = [int(LCSseq.similarity(a[x0:x1], b[y0:y1])) for x0, x1, y0, y1, _ in hard]
     ub = found + sum(ubs)
     if ub < need:
