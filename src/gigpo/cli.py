@@ -7,31 +7,70 @@ import logging
 import sys
 
 
+def _error(command: str, err: BaseException | str) -> int:
+    """Report a usage/config error as one line on stderr; exit status 2 (as argparse does)."""
+    print(f"gigpo {command}: error: {' '.join(str(err).split())}", file=sys.stderr)
+    return 2
+
+
+def _import_env_modules(args: argparse.Namespace) -> None:
+    """``--import MODULE`` (repeatable): modules that register user envs, imported before the config is read."""
+    from gigpo.envs.registry import import_env_modules
+
+    import_env_modules(getattr(args, "imports", None) or [])
+
+
 def _train(args: argparse.Namespace) -> int:
     from gigpo.envs.base import EnvError
+    from gigpo.envs.registry import EnvImportError
+    from gigpo.train.checkpoint import CheckpointError
     from gigpo.train.config import ConfigError, load_config, parse_cli_overrides
+    from gigpo.train.rundir import NothingToDo, check_fresh_run_dir, plan_resume
 
     try:
+        _import_env_modules(args)
+        if args.resume and args.print_config:
+            raise ConfigError("--print-config shows the config of a fresh run; a resumed run's config is "
+                              "RUN_DIR/config.yaml")
         if args.resume:
+            if args.config:  # the run's own config.yaml is the config of a resume; a second one would be ignored
+                raise ConfigError("--config cannot be combined with --resume (a resume uses RUN_DIR/config.yaml; "
+                                  "change keys with key=value)")
+            plan = plan_resume(args.resume, parse_cli_overrides(args.overrides) if args.overrides else None,
+                               allow_config_change=getattr(args, "allow_config_change", False))
             from gigpo.train.trainer import Trainer, install_sigterm_as_interrupt
 
-            trainer = Trainer.resume(args.resume, parse_cli_overrides(args.overrides) if args.overrides else None)
+            trainer = Trainer.from_plan(plan)
+            print(f"resuming {plan.checkpoint} (iteration {plan.iteration} of {plan.cfg.train.iterations})")
         else:
+            if getattr(args, "allow_config_change", False):
+                raise ConfigError("--allow-config-change only applies to --resume")
             cfg = load_config(args.config, args.overrides)
-            from gigpo.train.evaluate import probe_env
+            if args.print_config:  # the resolved configuration (presets applied); no env, model or run dir
+                from gigpo.train.config import config_yaml
+
+                print(config_yaml(cfg), end="")
+                return 0
+            check_fresh_run_dir(cfg)  # a used run directory: refused before the env probe and the model load
+            from gigpo.train.evaluate import preflight
             from gigpo.train.trainer import Trainer, install_sigterm_as_interrupt
 
-            probe_env(cfg)  # a missing dataset or a bad env option: one error, before the model loads
+            preflight(cfg)  # a missing dataset, a bad env option or device: one error, before the model loads
             trainer = Trainer(cfg)
-    except (ConfigError, FileNotFoundError, EnvError) as e:
-        print(f"gigpo train: error: {e}", file=sys.stderr)
-        return 2
+    except NothingToDo as e:  # a finished run is not an error: scripts may resume idempotently
+        print(e)
+        return 0
+    except (ConfigError, FileNotFoundError, EnvError, CheckpointError, EnvImportError) as e:
+        return _error("train", e)
     install_sigterm_as_interrupt()
     print(f"run directory: {trainer.run_dir}")
     try:
         last = trainer.train()
     except KeyboardInterrupt:
         return 130
+    except CheckpointError as e:  # e.g. a full disk during a save: the previous checkpoint is intact
+        print(f"gigpo train: error: {e}", file=sys.stderr)
+        return 1
     keys = [k for k in ("rollout/success_rate", "eval/success_rate", "eval/score") if k in last]
     print("done. " + ", ".join(f"{k}={last[k]:.3f}" for k in keys) + f"  ({trainer.run_dir})")
     return 0
@@ -41,6 +80,7 @@ def _eval(args: argparse.Namespace) -> int:
     import json
 
     from gigpo.envs.base import EnvError
+    from gigpo.envs.registry import EnvImportError
     from gigpo.train.config import ConfigError
     from gigpo.train.evaluate import evaluate_model, format_table
 
@@ -51,13 +91,13 @@ def _eval(args: argparse.Namespace) -> int:
         print("gigpo eval: error: give --checkpoint DIR or --model NAME", file=sys.stderr)
         return 2
     try:
+        _import_env_modules(args)
         summary, batch = evaluate_model(
             args.checkpoint, model=args.model, config=args.config, overrides=overrides, episodes=args.episodes,
             temperature=args.temperature, seed=args.seed,
         )
-    except (ConfigError, FileNotFoundError, ValueError, EnvError) as e:
-        print(f"gigpo eval: error: {e}", file=sys.stderr)
-        return 2
+    except (ConfigError, FileNotFoundError, ValueError, EnvError, EnvImportError) as e:
+        return _error("eval", e)
     print(format_table(summary))
     if args.output:
         with open(args.output, "w") as f:
@@ -69,30 +109,37 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _envs(args: argparse.Namespace) -> int:
     from gigpo.envs import list_envs
+    from gigpo.envs.registry import EnvImportError
 
+    try:
+        _import_env_modules(args)
+    except EnvImportError as e:
+        return _error("envs", e)
     for name, spec in list_envs().items():
         print(f"{name:16s} {spec.description}")
     return 0
 
 
 def _play(args: argparse.Namespace) -> int:
-    from gigpo.envs import make
+    from gigpo.envs import EnvError, make
     from gigpo.envs.play import play
-    from gigpo.train.config import parse_cli_overrides
+    from gigpo.envs.registry import EnvImportError
+    from gigpo.train.config import Config, apply_overrides, env_option_error, parse_cli_overrides, validate
 
     try:
-        env = make(args.env, **{k: _yaml(v) for k, v in parse_cli_overrides(args.options or []).items()})
-    except ValueError as e:
-        print(f"gigpo play: error: {e}", file=sys.stderr)
-        return 2
+        _import_env_modules(args)
+        # the options are checked (and typed) exactly as `gigpo train env.KEY=VALUE` checks them
+        options = {f"env.{k}": v for k, v in parse_cli_overrides(args.options or []).items()}
+        cfg = apply_overrides(Config(), {"env.name": args.env, **options})
+        validate(cfg)
+        try:
+            env = make(cfg.env.name, **cfg.env.options)
+        except (TypeError, ValueError) as err:
+            raise env_option_error(cfg, err) from None
+    except (ValueError, FileNotFoundError, EnvError, EnvImportError) as e:
+        return _error("play", e)
     play(env, args.seed)
     return 0
-
-
-def _yaml(v: str):
-    import yaml
-
-    return yaml.safe_load(v)
 
 
 def _serve_retriever(argv: list[str]) -> int:
@@ -118,7 +165,14 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="configuration keys (default):\n" + describe(),
     )
     t.add_argument("--config", help="YAML file or preset name in configs/ (default: quickstart)")
-    t.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest checkpoint")
+    t.add_argument("--print-config", action="store_true",
+                   help="print the resolved configuration (presets and overrides applied) as YAML and exit; "
+                        "loads no env data and no model")
+    t.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first (repeatable): a module that registers envs with gigpo.envs.register")
+    t.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest intact checkpoint")
+    t.add_argument("--allow-config-change", action="store_true",
+                   help="with --resume: accept overrides that change what is trained (env, model, algorithm, ...)")
     t.add_argument("overrides", nargs="*", metavar="key=value")
     t.set_defaults(func=_train)
 
@@ -127,6 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="With --agent openai:MODEL --base-url URL an OpenAI-compatible API is the agent "
                "(see `gigpo eval --agent openai:x --help`).",
     )
+    e.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first (repeatable): a module that registers envs with gigpo.envs.register")
     e.add_argument("--checkpoint", help="run dir (newest checkpoint), checkpoint dir, or saved model dir")
     e.add_argument("--model", help="evaluate a model by name instead (tiny, smollm2-135m, HF id/path)")
     e.add_argument("--config", help="YAML file or preset (default: the run's own config, else quickstart)")
@@ -139,9 +195,13 @@ def build_parser() -> argparse.ArgumentParser:
     e.set_defaults(func=_eval)
 
     ls = sub.add_parser("envs", help="list the registered environments")
+    ls.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first (repeatable): a module that registers envs with gigpo.envs.register")
     ls.set_defaults(func=_envs)
 
     pl = sub.add_parser("play", help="play an env yourself in the terminal")
+    pl.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first (repeatable): a module that registers envs with gigpo.envs.register")
     pl.add_argument("--env", default="gridgoal")
     pl.add_argument("--seed", type=int, default=0)
     pl.add_argument("options", nargs="*", metavar="key=value", help="env constructor options")

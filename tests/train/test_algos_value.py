@@ -5,29 +5,29 @@ import torch
 
 from gigpo.train.config import load_config
 from gigpo.train.logprobs import policy_forward
-from gigpo.train.value import VALUE_HEAD_FILE, ValueHead, forward_policy
+from gigpo.train.value import VALUE_HEAD_FILE, ValueHead
 
 SMALL = ["rollout.groups=2", "rollout.group_size=2", "env.max_steps=3", "train.eval_every=0",
          "train.eval_episodes=0", "train.progress=false", "train.sample_trajectories=0", "optim.ppo_epochs=1",
          "optim.mini_batches=1"]
 
 
-def test_forward_policy_matches_policy_forward():
+def test_policy_forward_with_a_head_gives_the_same_logprobs_plus_values():
     from gigpo.models import load_model
 
     b = load_model("tiny", seed=0)
     prompts, resps = [[5, 6, 7, 8], [9, 10]], [[11, 12], [13]]
-    want, mask_w, _, _ = policy_forward(b.model, prompts, resps, pad_id=0, device=torch.device("cpu"))
+    want, mask_w, _, none = policy_forward(b.model, prompts, resps, pad_id=0, device=torch.device("cpu"))
+    assert none is None  # no head: no values (and no hidden states requested)
     head = ValueHead(b.model.config.hidden_size)
     torch.nn.init.normal_(head.linear.weight, generator=torch.Generator().manual_seed(0))
-    lp, mask, _, v = forward_policy(b.model, head, prompts, resps, pad_id=0, device=torch.device("cpu"))
+    lp, mask, _, v = policy_forward(b.model, prompts, resps, pad_id=0, device=torch.device("cpu"), head=head)
     torch.testing.assert_close(lp, want)
     assert torch.equal(mask, mask_w) and v.shape == (2,)
     # the value is read at the last prompt token: it does not depend on the response
-    _, _, _, v2 = forward_policy(b.model, head, prompts, [[1, 2, 3], [4, 4]], pad_id=0, device=torch.device("cpu"))
+    _, _, _, v2 = policy_forward(b.model, prompts, [[1, 2, 3], [4, 4]], pad_id=0, device=torch.device("cpu"),
+                                 head=head)
     torch.testing.assert_close(v, v2)
-    _, _, _, none = forward_policy(b.model, None, prompts, resps, pad_id=0, device=torch.device("cpu"))
-    assert none is None
 
 
 def test_value_head_saves_and_resumes(tmp_path):

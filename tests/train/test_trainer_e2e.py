@@ -60,8 +60,8 @@ def test_resume_matches_uninterrupted_run(tmp_path):
     b = _learning_metrics(tmp_path / "part" / "metrics.jsonl")
     assert [r["iteration"] for r in b] == [0, 1, 2, 3, 4]
     assert a == b
-    wa = torch.load(list_checkpoints(tmp_path / "full")[-1] / "optimizer.pt", weights_only=False)
-    wb = torch.load(list_checkpoints(tmp_path / "part")[-1] / "optimizer.pt", weights_only=False)
+    wa = torch.load(list_checkpoints(tmp_path / "full")[-1] / "optimizer.pt", weights_only=True)
+    wb = torch.load(list_checkpoints(tmp_path / "part")[-1] / "optimizer.pt", weights_only=True)
     for sa, sb in zip(wa["state"].values(), wb["state"].values()):
         assert torch.equal(sa["exp_avg"], sb["exp_avg"])
 

@@ -40,11 +40,12 @@ def policy_forward(
     device: torch.device,
     temperature: float = 1.0,
     with_entropy: bool = False,
-    with_prompt_hidden: bool = False,
+    head: Any = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """``(logp, response_mask, entropy, prompt_hidden)``: log π(y_t | x, y_<t) at ``temperature``, each ``(B, L)``,
-    and with ``with_prompt_hidden`` the final hidden state at each row's last prompt token ``(B, H)`` (what a value
-    head reads; else None).
+    """``(logp, response_mask, entropy, values)``: log π(y_t | x, y_<t) at ``temperature``, each ``(B, L)``,
+    and with a value ``head`` (:class:`gigpo.train.value.ValueHead`) V(s) read from the final hidden state at
+    each row's last prompt token, ``(B,)`` — one forward gives both. Without a head ``values`` is None and no
+    hidden state is requested, so runs without a critic pay nothing for it.
 
     Only the last ``L + 1`` positions get logits (``logits_to_keep``), so the cost is B × L × V, never
     B × prompt × V. Position ids follow the attention mask, as in generation with left padding, so these
@@ -54,15 +55,15 @@ def policy_forward(
     ids, attn, resp_mask = ids.to(device), attn.to(device), resp_mask.to(device)
     pos = (attn.cumsum(-1) - 1).clamp(min=0)
     out = model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=L + 1, use_cache=False,
-                output_hidden_states=with_prompt_hidden)
+                output_hidden_states=head is not None)
     logits = out.logits[:, -(L + 1):-1, :].float()  # position j predicts token j+1
     if temperature and temperature != 1.0:
         logits = logits / temperature
     targets = ids[:, -L:]
     logp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     ent = entropy_from_logits(logits) if with_entropy else None
-    hidden = None
-    if with_prompt_hidden:
+    values = None
+    if head is not None:
         col = torch.tensor([ids.shape[1] - len(r) - 1 for r in response_ids], device=device)
-        hidden = out.hidden_states[-1][torch.arange(ids.shape[0], device=device), col]
-    return logp * resp_mask, resp_mask, ent, hidden
+        values = head(out.hidden_states[-1][torch.arange(ids.shape[0], device=device), col])
+    return logp * resp_mask, resp_mask, ent, values

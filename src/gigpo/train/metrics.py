@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +33,20 @@ class MetricsLog:
                               stacklevel=2)
 
     def truncate_after(self, iteration: int) -> None:
-        """On resume: drop records of iterations after the checkpoint (they will be recomputed)."""
+        """On resume: drop records of iterations after the checkpoint (they will be recomputed), and a line
+        half-written by a crash. Rewritten via a temporary file, so a crash here cannot lose the kept rows."""
         if not self.path.exists():
             return
-        keep = [ln for ln in self.path.read_text().splitlines() if ln and json.loads(ln)["iteration"] <= iteration]
-        self.path.write_text("".join(ln + "\n" for ln in keep))
+        keep = []
+        for ln in self.path.read_text().splitlines():
+            try:
+                if int(json.loads(ln)["iteration"]) <= iteration:
+                    keep.append(ln)
+            except (ValueError, KeyError, TypeError):
+                continue
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text("".join(ln + "\n" for ln in keep))
+        os.replace(tmp, self.path)
 
     def write(self, record: dict) -> None:
         record = {k: _clean(v) for k, v in record.items()}

@@ -9,7 +9,8 @@ import numpy as np
 import torch
 
 from gigpo.rollout import RolloutBatch
-from gigpo.train.value import ValueHead, forward_policy
+from gigpo.train.logprobs import policy_forward
+from gigpo.train.value import ValueHead
 
 
 class PolicyPasses:
@@ -24,9 +25,9 @@ class PolicyPasses:
     def logprobs(self, model, rows: list[int], batch: RolloutBatch, with_entropy: bool = False, head=None):
         """``(logp, mask, entropy, values)``; concat batches mask env tokens out of ``mask`` (and ``logp``)."""
         temp = self.cfg.rollout.temperature or 1.0
-        logp, mask, ent, values = forward_policy(
-            model, head, [batch.prompt_ids[i] for i in rows], [batch.response_ids[i] for i in rows],
-            pad_id=self.pad_id, device=self.device, temperature=temp, with_entropy=with_entropy,
+        logp, mask, ent, values = policy_forward(
+            model, [batch.prompt_ids[i] for i in rows], [batch.response_ids[i] for i in rows],
+            pad_id=self.pad_id, device=self.device, temperature=temp, with_entropy=with_entropy, head=head,
         )
         loss_mask = getattr(batch, "loss_mask", None)
         if loss_mask is not None:

@@ -7,6 +7,7 @@ import logging
 import math
 import signal
 import time
+import uuid
 import warnings
 from datetime import datetime
 from pathlib import Path
@@ -20,13 +21,14 @@ from gigpo.algo import kl_penalty, policy_loss
 from gigpo.algo.losses import aggregate, gspo_loss, value_loss
 from gigpo.rollout import HFEngine, RolloutBatch
 from gigpo.train.algorithms import spec_of
-from gigpo.train.checkpoint import list_checkpoints, load_trainer_state, restore_rng, save_checkpoint
-from gigpo.train.config import Config, config_from_dict
+from gigpo.train.checkpoint import list_checkpoints, restore_rng, save_checkpoint, set_aside
+from gigpo.train.config import Config
 from gigpo.train.dynamic_sampling import collect_training_batch
 from gigpo.train.estimate import estimator_args, row_advantages
 from gigpo.train.evaluate import build_collector, run_evaluation
 from gigpo.train.metrics import MetricsLog, plot_curves
 from gigpo.train.passes import PolicyPasses, right_align
+from gigpo.train.rundir import ResumePlan, check_fresh_run_dir, create_run_dir, plan_resume
 from gigpo.train.samples import write_samples
 from gigpo.train.schedule import lr_at
 from gigpo.train.value import (
@@ -41,24 +43,32 @@ log = logging.getLogger(__name__)
 __all__ = ["Trainer", "estimator_args", "install_sigterm_as_interrupt"]
 
 
-def default_run_dir(cfg: Config) -> Path:
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / f"{cfg.env.name}-{cfg.algorithm.name.replace('+', '-')}-{stamp}"
-
-
 class Trainer:
-    """Composes env, model, collector and the algorithm. ``Trainer(cfg).train()`` or ``Trainer.resume(run_dir)``."""
+    """Composes env, model, collector and the algorithm. ``Trainer(cfg).train()`` or ``Trainer.resume(run_dir)``.
 
-    def __init__(self, cfg: Config, run_dir: str | Path | None = None, *, _resume_from: Path | None = None):
+    A fresh Trainer refuses a ``run_dir`` that holds another run (see :mod:`gigpo.train.rundir`) before it
+    loads anything, and creates the directory only once the model source is known to exist."""
+
+    def __init__(self, cfg: Config, run_dir: str | Path | None = None, *, _resume: ResumePlan | None = None):
         from gigpo.models import load_model, resolve_model_source
 
         self.cfg = cfg
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
-        self.run_dir = Path(run_dir or cfg.train.run_dir or default_run_dir(cfg))
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.start_iteration = 0
+        if _resume is None:
+            check_fresh_run_dir(cfg, run_dir)
         resolve_model_source(cfg.model.name)  # a missing model fails here, before anything heavy
+        if _resume is None:
+            self.run_dir = create_run_dir(cfg, run_dir)
+            cfg.train.run_dir = str(self.run_dir)
+            # identifies this run's checkpoints: keep-last-k never deletes another run's
+            self.run_id = uuid.uuid4().hex
+        else:
+            self.run_dir = _resume.run_dir
+            self.run_id = str(_resume.state.get("run_id") or uuid.uuid4().hex)
+        _resume_from = _resume.checkpoint if _resume is not None else None
+        self.resumed_from = _resume_from
+        self.start_iteration = 0
         lora = None
         if cfg.lora.enabled:
             lora = {k: getattr(cfg.lora, k) for k in ("r", "alpha", "dropout", "target_modules")}
@@ -94,39 +104,37 @@ class Trainer:
         self.collector = build_collector(cfg, self.engine, self.tok)
         self.eval_collector = build_collector(cfg, self.engine, self.tok, split="test")
         self.metrics = MetricsLog(self.run_dir, cfg.train.tensorboard)
-        if _resume_from is not None:
-            state = load_trainer_state(_resume_from)
-            self.optimizer.load_state_dict(torch.load(_resume_from / "optimizer.pt", weights_only=False))
-            restore_rng(_resume_from)
+        if _resume is not None:
+            # optimizer and RNG states were read (weights_only / JSON) and verified by plan_resume
+            self.optimizer.load_state_dict(_resume.optimizer_state)
+            restore_rng(_resume.rng)
             if self.value_head is not None:
                 load_value_head(self.value_head, _resume_from / VALUE_HEAD_FILE)
-            self.start_iteration = int(state["iteration"])
+            self.start_iteration = _resume.iteration
             if self.ref_model is not None and (_resume_from / "reference").exists():
                 ref = load_model(str(_resume_from / "reference"), device=cfg.model.device, dtype=cfg.model.dtype)
                 self.ref_model = ref.model.eval().requires_grad_(False)
             self.metrics.truncate_after(self.start_iteration)
+            for ckpt, _why in _resume.skipped:  # newer than the one resumed: out of the way of eval and prune
+                log.warning("moved skipped checkpoint %s to %s", ckpt, set_aside(ckpt).name)
         self.passes = PolicyPasses(cfg, self.model, self.ref_model, self.value_head, self.pad_id, self.device,
                                    self.use_ref)
-        (self.run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+        saved = cfg.to_dict()
+        # overwrite cleared the directory once; a copy of this file used as --config must not clear it again
+        saved["train"]["overwrite"] = False
+        (self.run_dir / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
 
     @classmethod
-    def resume(cls, run_dir: str | Path, overrides: dict | None = None) -> Trainer:
-        """Continue a run from its newest complete checkpoint (same config, optionally with ``train.*`` changes)."""
-        run_dir = Path(run_dir)
-        cfg_file = run_dir / "config.yaml"
-        if not cfg_file.exists():
-            raise FileNotFoundError(f"{run_dir} is not a gigpo run directory (no config.yaml)")
-        cfg = config_from_dict(yaml.safe_load(cfg_file.read_text()))
-        if overrides:
-            from gigpo.train.config import apply_overrides, validate
+    def resume(cls, run_dir: str | Path, overrides: dict | None = None, *, allow_config_change: bool = False
+               ) -> Trainer:
+        """Continue a run from its newest intact checkpoint. ``overrides`` may change the keys in
+        :data:`gigpo.train.rundir.SAFE_RESUME_KEYS`; others need ``allow_config_change``. Raises (before any
+        model loads) as :func:`gigpo.train.rundir.plan_resume` does, e.g. NothingToDo for a finished run."""
+        return cls.from_plan(plan_resume(run_dir, overrides, allow_config_change=allow_config_change))
 
-            apply_overrides(cfg, overrides)
-            validate(cfg)
-        ckpts = list_checkpoints(run_dir)
-        if not ckpts:
-            warnings.warn(f"no checkpoint in {run_dir}; starting from iteration 0", stacklevel=2)
-            return cls(cfg, run_dir)
-        return cls(cfg, run_dir, _resume_from=ckpts[-1])
+    @classmethod
+    def from_plan(cls, plan: ResumePlan) -> Trainer:
+        return cls(plan.cfg, plan.run_dir, _resume=plan)
 
     # ------------------------------------------------------------------ loop
     def train(self) -> dict:
@@ -206,12 +214,6 @@ class Trainer:
         if cfg.train.sample_trajectories:
             write_samples(self.run_dir / "samples" / f"iter_{it:06d}.txt", batch, adv, cfg.train.sample_trajectories)
         return rec
-
-    def advantages(self, batch: RolloutBatch) -> tuple[np.ndarray, dict]:
-        """Advantages of ``batch`` (critic/KL inputs computed as needed); see :func:`row_advantages`."""
-        adv, _, stats = row_advantages(self.cfg, batch, **{k: v for k, v in self.prepare(batch).items()
-                                                          if k in ("values", "kl")})
-        return adv, stats
 
     # ------------------------------------------------------------------ update
     def _logprobs(self, model, rows: list[int], batch: RolloutBatch, with_entropy: bool = False, head=None):
@@ -322,7 +324,8 @@ class Trainer:
     def save(self, it: int) -> Path:
         from gigpo.models import save_pretrained
 
-        extra = {"seed": self.cfg.train.seed, "saved_at": datetime.now().isoformat(timespec="seconds")}
+        extra = {"run_id": self.run_id, "seed": self.cfg.train.seed,
+                 "saved_at": datetime.now().isoformat(timespec="seconds")}
         def save_model(p: Path) -> None:
             save_pretrained(self.bundle, p)
             if self.value_head is not None:  # next to model/ inside the (atomic) checkpoint directory

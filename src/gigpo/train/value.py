@@ -1,4 +1,5 @@
-"""The PPO critic: a linear value head on the policy's last hidden state, its forward pass, save and load."""
+"""The PPO critic: a linear value head on the policy's last hidden state, save and load (its forward pass is
+:func:`gigpo.train.logprobs.policy_forward` with ``head=``)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,6 @@ from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
-
-from gigpo.train.logprobs import policy_forward
 
 VALUE_HEAD_FILE = "value_head.safetensors"
 
@@ -47,26 +46,3 @@ def load_value_head(head: ValueHead, path: Path) -> None:
         raise FileNotFoundError(f"{path} is missing: this checkpoint was not saved by a run with a critic")
     head.load_state_dict(load_file(str(path)))
 
-
-def forward_policy(
-    model: Any,
-    head: ValueHead | None,
-    prompt_ids: list[list[int]],
-    response_ids: list[list[int]],
-    *,
-    pad_id: int,
-    device: torch.device,
-    temperature: float = 1.0,
-    with_entropy: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """``(logp, response_mask, entropy, values)``: :func:`policy_forward` plus V at each row's last prompt token.
-
-    Without a head ``values`` is None and no hidden state is requested, so runs without a critic are unchanged.
-    With one, a single forward gives both: logits at the last L + 1 positions, the final hidden state for the
-    value. In the right-aligned packing row r's last prompt token sits at column ``width − len(response_r) − 1``.
-    """
-    logp, mask, ent, hidden = policy_forward(
-        model, prompt_ids, response_ids, pad_id=pad_id, device=device, temperature=temperature,
-        with_entropy=with_entropy, with_prompt_hidden=head is not None,
-    )
-    return logp, mask, ent, (head(hidden) if head is not None else None)
