@@ -22,7 +22,7 @@ def estimator_args(cfg: Any) -> dict:
     spec = spec_of(a.name)
     return dict(
         estimator=spec.estimator, episode_estimator=spec.episode or a.episode_estimator, gamma=a.gamma,
-        step_weight=a.step_weight, normalize=a.normalize, compat=a.compat,
+        step_weight=a.step_weight, normalize=a.normalize, compat=a.compat, std_ddof=a.std_ddof,
     )
 
 
