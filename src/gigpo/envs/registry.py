@@ -1,14 +1,27 @@
-"""Name -> env factory registry; `make` validates keyword arguments before constructing anything."""
+"""Name -> env factory registry; `make` validates keyword arguments before constructing anything.
+
+Envs come from three places: the built-ins (:mod:`gigpo.envs.builtin`); installed packages that declare an entry
+point in the ``gigpo.envs`` group; and modules named on the command line (``gigpo train --import my_envs``),
+which call :func:`register` when imported. An entry point ``name = "pkg.module:Attr"`` registers ``Attr`` (an
+Env class or factory) under ``name``, imported only when that env is made; one without an attribute
+(``name = "pkg.module"``) is a module imported at once, which registers its envs itself.
+"""
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import logging
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from gigpo.envs.base import Env
+
+ENTRY_POINT_GROUP = "gigpo.envs"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -29,6 +42,8 @@ class EnvSpec:
 
 
 _REGISTRY: dict[str, EnvSpec] = {}
+#: entry point name -> why it could not be loaded (reported when that env is asked for, not on every command)
+_PLUGIN_ERRORS: dict[str, str] = {}
 
 
 def register(name: str, entry_point: str | Callable[..., Env], description: str = "", **defaults: Any) -> None:
@@ -44,7 +59,8 @@ def list_envs() -> dict[str, EnvSpec]:
 def get_spec(name: str) -> EnvSpec:
     _ensure_builtins()
     if name not in _REGISTRY:
-        raise ValueError(f"unknown env {name!r}; available: {', '.join(sorted(_REGISTRY))}")
+        broken = "".join(f"; plugin {k!r} failed to load: {v}" for k, v in sorted(_PLUGIN_ERRORS.items()))
+        raise ValueError(f"unknown env {name!r}; available: {', '.join(sorted(_REGISTRY))}{broken}")
     return _REGISTRY[name]
 
 
@@ -72,6 +88,46 @@ def make(name: str, **kwargs: Any) -> Env:
     return spec.load()(**merged)
 
 
+class EnvImportError(ImportError):
+    """A module named by ``--import`` could not be imported; the message is one line naming it."""
+
+
+def import_env_modules(names: list[str]) -> None:
+    """Import each module of ``names`` (``--import``), which registers its envs. The current directory is
+    searched last, so ``--import my_envs`` finds ./my_envs.py also from the installed ``gigpo`` script."""
+    if names and os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name and (name == err.name or name.startswith(err.name + ".")):
+                raise EnvImportError(f"--import {name}: no module named {err.name!r} (looked in sys.path and "
+                                     f"the current directory)") from None
+            raise EnvImportError(f"--import {name}: it imports {err.name!r}, which is not installed") from None
+        except Exception as err:  # noqa: BLE001 - any failure of user code is reported as one line
+            detail = " ".join(str(err).split())
+            raise EnvImportError(f"--import {name}: importing it raised {type(err).__name__}"
+                                 + (f": {detail}" if detail else "")) from None
+
+
+def _load_entry_points() -> None:
+    """Register the envs of installed packages (entry point group ``gigpo.envs``). A broken plugin is logged
+    and remembered, never fatal: it must not stop training on the other envs."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            if ep.attr:
+                dist = getattr(getattr(ep, "dist", None), "name", None)
+                register(ep.name, f"{ep.module}:{ep.attr}", f"(from {dist})" if dist else "(plugin)")
+            else:
+                importlib.import_module(ep.module)
+        except Exception as err:  # noqa: BLE001 - see the docstring
+            _PLUGIN_ERRORS[ep.name] = f"{type(err).__name__}: {' '.join(str(err).split())}"
+            log.warning("gigpo.envs entry point %r (%s) failed to load: %s", ep.name, ep.value, err)
+
+
 _BUILTINS_LOADED = False
 
 
@@ -80,3 +136,4 @@ def _ensure_builtins() -> None:
     if not _BUILTINS_LOADED:
         _BUILTINS_LOADED = True
         importlib.import_module("gigpo.envs.builtin")
+        _load_entry_points()

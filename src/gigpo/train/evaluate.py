@@ -13,7 +13,16 @@ from gigpo.agent.prompt import PromptBuilder
 from gigpo.envs import make as make_env
 from gigpo.envs.registry import get_spec
 from gigpo.rollout import Collector, HFEngine, RolloutBatch
-from gigpo.train.config import Config, apply_overrides, config_from_dict, load_config, validate
+from gigpo.train import rng_streams
+from gigpo.train.config import (
+    Config,
+    ConfigError,
+    apply_overrides,
+    config_from_dict,
+    env_option_error,
+    load_config,
+    validate,
+)
 
 #: Train task seeds live in [0, 2^30); held-out evaluation seeds in [2^30, 2^31) — disjoint by construction.
 EVAL_SEED_BASE = 2**30
@@ -21,12 +30,12 @@ EVAL_SEED_BASE = 2**30
 
 def train_seeds(seed: int, iteration: int, n: int) -> list[int]:
     """Task seeds of one iteration, a pure function of (run seed, iteration) so resumes replay them."""
-    return np.random.default_rng([seed, iteration, 1]).integers(0, EVAL_SEED_BASE, size=n).tolist()
+    return np.random.default_rng([seed, iteration, rng_streams.TRAIN_TASKS]).integers(0, EVAL_SEED_BASE, size=n).tolist()
 
 
 def eval_seeds(seed: int, n: int) -> list[int]:
     """``n`` held-out seeds; the first k of ``eval_seeds(s, n)`` are the same for every n ≥ k."""
-    return (EVAL_SEED_BASE + np.random.default_rng([seed, 2]).integers(0, EVAL_SEED_BASE, size=n)).tolist()
+    return (EVAL_SEED_BASE + np.random.default_rng([seed, rng_streams.EVAL_TASKS]).integers(0, EVAL_SEED_BASE, size=n)).tolist()
 
 
 def env_factory(cfg: Config, split: str | None = None):
@@ -41,9 +50,48 @@ def env_factory(cfg: Config, split: str | None = None):
 
 def probe_env(cfg: Config) -> None:
     """Build (and close) one env of ``cfg`` so that a missing data file or a bad option fails before any model
-    loads. Envs share their heavy data per process (catalogs, corpora), so the real run reuses what this loads."""
-    env = env_factory(cfg)()
+    loads. Envs share their heavy data per process (catalogs, corpora), so the real run reuses what this loads.
+
+    The constructor's TypeError/ValueError (``env.size=0``) becomes a ConfigError naming the ``env.*`` keys."""
+    try:
+        env = env_factory(cfg)()
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as err:
+        raise env_option_error(cfg, err) from None
     env.close()
+
+
+def check_model_options(cfg: Config, model_name: str | None = None) -> None:
+    """Device, dtype, LoRA and tiny-model options of ``cfg`` checked without loading weights (a CUDA device on a
+    machine without one, an unknown ``model.tiny.*`` key), each a ConfigError naming its key. A missing model
+    is a FileNotFoundError. ``model_name``: what will be loaded instead of ``cfg.model.name`` (a checkpoint)."""
+    from gigpo.models.devices import resolve_device, resolve_dtype
+    from gigpo.models.loader import resolve_model_source
+    from gigpo.models.lora import validate_lora
+    from gigpo.models.tiny import tiny_config
+
+    m = cfg.model
+    checks = [("model.device", lambda: resolve_device(m.device)),
+              ("model.dtype", lambda: resolve_dtype(m.dtype, resolve_device(m.device))),
+              ("model.name", lambda: resolve_model_source(model_name or m.name))]
+    if cfg.lora.enabled:
+        checks.append(("lora", lambda: validate_lora(
+            {k: getattr(cfg.lora, k) for k in ("r", "alpha", "dropout", "target_modules")})))
+    if (model_name or m.name) == "tiny":
+        checks.append(("model.tiny", lambda: tiny_config(m.tiny)))
+    for key, check in checks:
+        try:
+            check()
+        except (TypeError, ValueError) as err:
+            raise ConfigError(f"{key}: {' '.join(str(err).split())}") from None
+
+
+def preflight(cfg: Config, model_name: str | None = None) -> None:
+    """Everything that can be checked before a model loads or a run directory is made: one env is built and
+    the model options are checked (the config itself was validated when loaded)."""
+    probe_env(cfg)
+    check_model_options(cfg, model_name)
 
 
 def build_collector(cfg: Config, engine: Any, tokenizer: Any, split: str | None = None) -> Collector:
@@ -131,6 +179,7 @@ def evaluate_model(
 
         apply_overrides(cfg, parse_cli_overrides(overrides))
         validate(cfg)
+    preflight(cfg, model_name)  # a bad env option or device fails here, before the model loads
     bundle = load_model(model_name, device=cfg.model.device, dtype=cfg.model.dtype, seed=cfg.train.seed,
                         tiny=(cfg.model.tiny or None) if model_name == "tiny" else None)
     engine = HFEngine(bundle.model, bundle.tokenizer, bundle.device)

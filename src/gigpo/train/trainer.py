@@ -263,7 +263,7 @@ class Trainer:
         o, a = self.cfg.optim, self.cfg.algorithm
         lm = getattr(batch, "loss_mask", None)
         tokens_total = sum(sum(lm[r]) if lm is not None else len(batch.response_ids[r]) for r in mb)
-        loss_fn = gspo_loss if self.spec.loss == "gspo" else policy_loss
+        loss_fn = self.spec.loss_fn  # the algorithm table names the loss (policy_loss, gspo_loss, ...)
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
         for i in range(0, len(mb), o.micro_batch_size):
