@@ -29,8 +29,8 @@ import pickle
 import random
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
