@@ -61,8 +61,9 @@ def _check_env_options(cfg: Config) -> None:
         env_kwargs_check(cfg.env.name, cfg.env.options)
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    try:
-        hints = typing.get_type_hints(get_spec(cfg.env.name).load())
+    factory = get_spec(cfg.env.name).load()
+    try:  # a class's parameters are annotated on its __init__ (its own hints are its attributes')
+        hints = typing.get_type_hints(factory.__init__ if inspect.isclass(factory) else factory)
     except Exception:  # noqa: BLE001 - unresolvable annotations: the env's own checks still run in probe_env
         return
     for name, value in cfg.env.options.items():

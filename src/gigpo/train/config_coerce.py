@@ -40,6 +40,8 @@ def _as_int(value: Any, key: str) -> int:
     else:
         text = value.strip() if isinstance(value, str) else value
         try:
+            if not isinstance(text, str):
+                raise TypeError  # int(3.5) would truncate: non-strings take the float path and its checks
             out = int(text)  # exact for "12345678901234567890", which a float would round
         except (TypeError, ValueError):
             try:
