@@ -38,8 +38,10 @@ def _train(args: argparse.Namespace) -> int:
                                   "change keys with key=value)")
             plan = plan_resume(args.resume, parse_cli_overrides(args.overrides) if args.overrides else None,
                                allow_config_change=getattr(args, "allow_config_change", False))
+            from gigpo.train.evaluate import preflight
             from gigpo.train.trainer import Trainer, install_sigterm_as_interrupt
 
+            preflight(plan.cfg, str(plan.checkpoint / "model"))  # the resumed env/device, before the model loads
             trainer = Trainer.from_plan(plan)
             print(f"resuming {plan.checkpoint} (iteration {plan.iteration} of {plan.cfg.train.iterations})")
         else:

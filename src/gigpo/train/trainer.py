@@ -17,8 +17,8 @@ import numpy as np
 import torch
 import yaml
 
-from gigpo.algo import kl_penalty, policy_loss
-from gigpo.algo.losses import aggregate, gspo_loss, value_loss
+from gigpo.algo import kl_penalty
+from gigpo.algo.losses import aggregate, value_loss
 from gigpo.rollout import HFEngine, RolloutBatch
 from gigpo.train.algorithms import spec_of
 from gigpo.train.checkpoint import list_checkpoints, restore_rng, save_checkpoint, set_aside
