@@ -68,3 +68,67 @@ def test_concat_context_beyond_the_model_is_an_error():
     cfg = load_config(None, ["algorithm=grpo", "rollout.mode=concat", "rollout.max_context_tokens=100000"])
     with pytest.raises(ConfigError, match="exceeds"):
         context_limit(cfg, model)
+
+
+def test_the_table_names_callable_functions():
+    import inspect
+
+    for name, spec in SPECS.items():
+        adv = inspect.signature(spec.advantage_fn).parameters
+        assert list(adv)[:4] == ["cfg", "batch", "values", "kl"], name
+        loss = inspect.signature(spec.loss_fn).parameters
+        assert {"logp", "old_logp", "advantages", "mask", "clip_low", "clip_high", "agg"} <= set(loss), name
+        assert spec.description, name
+    assert SPECS["gspo"].loss_fn.__name__ == "gspo_loss" and SPECS["ppo"].critic and SPECS["reinforce++"].kl_reward
+
+
+def test_adding_an_algorithm_is_one_entry(monkeypatch):
+    """A new entry is accepted by validation, listed in --help, gets its preset, and row_advantages uses it."""
+    import numpy as np
+
+    from gigpo.rollout.batch import RolloutBatch
+    from gigpo.train.algorithms import AlgoSpec
+    from gigpo.train.config import describe
+    from gigpo.train.estimate import row_advantages
+
+    calls = []
+
+    def constant_advantages(cfg, batch, values, kl):
+        calls.append(cfg.algorithm.name)
+        return np.full(len(batch), 0.5), None, {}
+
+    monkeypatch.setattr("gigpo.train.estimate.constant_advantages", constant_advantages, raising=False)
+    monkeypatch.setitem(SPECS, "const", AlgoSpec("constant advantages (test only)",
+                                                 advantage="gigpo.train.estimate:constant_advantages",
+                                                 preset="dapo"))
+    cfg = load_config(None, ["algorithm=const"])
+    assert cfg.optim.clip_high == 0.28  # the entry's preset applied
+    assert "const" in describe() and "constant advantages (test only)" in describe()
+    batch = RolloutBatch(group_id=[0, 0], traj_id=[0, 1], step=[0, 0], reward=[1.0, 0.0], done=[True, True],
+                         action_valid=[True, True], observation=["a", "a"], state_key=[0, 0])
+    adv, targets, stats = row_advantages(cfg, batch)
+    assert calls == ["const"] and adv.tolist() == [0.5, 0.5] and targets is None and stats["adv/mean"] == 0.5
+
+
+def test_a_missing_preset_file_is_an_error_not_silence(monkeypatch, tmp_path):
+    """A packaging mistake must not silently run dapo without clip-higher."""
+    monkeypatch.setattr("gigpo.train.algorithms.ALGO_PRESET_DIR", tmp_path)
+    with pytest.raises(FileNotFoundError, match="preset .*dapo.yaml is missing"):
+        load_config(None, ["algorithm=dapo"])
+    assert load_config(None, ["algorithm=grpo"]).algorithm.name == "grpo"  # no preset: nothing to miss
+
+
+@pytest.mark.parametrize("module", ["gigpo.train.algorithms", "gigpo.train.config"])
+def test_config_layers_import_no_torch_and_no_cycle(module):
+    import subprocess
+    import sys
+
+    # the table sits below the config (it may use only the shared ConfigError type): config imports it, never
+    # the other way round; neither pulls in torch, model code, the estimator or the trainer
+    code = (f"import sys, {module}; "
+            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith(('gigpo.models', "
+            "'gigpo.train.estimate', 'gigpo.train.trainer')) or (m.startswith('gigpo.train.config') and "
+            f"m != 'gigpo.train.config_error' and '{module}' == 'gigpo.train.algorithms')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

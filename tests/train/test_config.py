@@ -68,3 +68,47 @@ def test_describe_lists_every_section():
 def test_every_preset_loads_and_validates(preset):
     cfg = load_config(preset)
     assert cfg.env.name and cfg.model.name
+
+
+def test_help_shows_whole_multi_line_comments():
+    text = " ".join(describe().split())  # wrapping may break lines anywhere
+    # prompt.instructions is documented by three `#:` lines above it
+    assert ("include the env's rules as the system message (a random-init model cannot read them; dropping the "
+            "constant text makes its steps several times cheaper)") in text.replace(" # ", " ")
+    assert "train.threads = 0" in text and "Tiny models on small CPUs run faster on 1 thread" in text
+
+
+def test_field_comments_join_every_line():
+    from gigpo.train.config import PromptConfig, TrainConfig, field_comments
+
+    prompt = field_comments(PromptConfig)
+    assert prompt["instructions"].startswith("include the env's rules") and prompt["instructions"].endswith(
+        "several times cheaper)")
+    assert prompt["history_length"] == "last-k (observation, action) pairs shown in the prompt"
+    assert field_comments(TrainConfig)["threads"].startswith("torch CPU threads (0 = torch's default).")
+
+
+def test_describe_lists_the_algorithm_table():
+    from gigpo.train.algorithms import SPECS
+
+    text = describe()
+    for name, spec in SPECS.items():
+        assert f"  {name} " in text and spec.description in text
+
+
+def test_model_tiny_follows_the_model():
+    cfg = load_config(None, ["model=smollm2-135m"])
+    assert cfg.model.name == "smollm2-135m" and cfg.model.tiny == {}  # the quickstart's tiny options dropped
+    assert load_config().model.tiny == {"english_words": False}
+    cfg = load_config(None, ["model.tiny.hidden_size=32"])
+    assert cfg.model.tiny == {"english_words": False, "hidden_size": 32}
+    with pytest.raises(ConfigError, match="model.tiny"):
+        load_config(None, ["model=smollm2-135m", "model.tiny.hidden_size=32"])
+
+
+def test_yaml_values_are_copied_not_shared(tmp_path):
+    cfg_file = tmp_path / "c.yaml"
+    cfg_file.write_text("model:\n  name: tiny\n  tiny: {hidden_size: 32}\n")
+    a = load_config(str(cfg_file), ["model.tiny.num_hidden_layers=1"])
+    b = load_config(str(cfg_file))
+    assert a.model.tiny == {"hidden_size": 32, "num_hidden_layers": 1} and b.model.tiny == {"hidden_size": 32}
