@@ -4,7 +4,7 @@ Batches mimic agent rollouts: episode groups of 8 trajectories, 1..50 steps each
 plus occasional -0.1 step penalties, string state keys drawn from a small per-group pool (so step groups form),
 rows shuffled. Prints N, our time, the loop reference's time and their ratio, and checks both agree; for small N
 also times a loop with the official verl-agent code's cost structure (O(N²)) and checks that our
-compat="verl-agent" mode reproduces its numbers.
+compat="verl-agent" mode reproduces its numbers. Ours and the reference use the same defaults (std_ddof=1).
 
     python benchmarks/bench_advantages.py [--sizes 1000 7000 64000 512000] [--string-ids] [--max-ref-n N]
 """
