@@ -152,3 +152,21 @@ def test_entry_points_register_installed_envs(tmp_path, monkeypatch, capsys, fre
     # the broken plugin does not stop the others, and asking for an unknown env says why it is missing
     with pytest.raises(ValueError, match="plugin 'broken' failed to load: ImportError: needs a GPU driver"):
         registry.get_spec("broken")
+
+
+def test_the_readme_example_works_with_import(tmp_path, monkeypatch, capsys, fresh_registry):
+    """README "Adding an environment": its class plus its one-line register, saved as a module, imported."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### Adding an environment", 1)[1].split("\n## ", 1)[0]
+    blocks = [textwrap.dedent(b) for b in re.findall(r"```python\n(.*?)```", section, re.S)]
+    env_class = next(b for b in blocks if "class CoinFlipEnv" in b)
+    register_line = next(b for b in blocks if "register(\"coinflip\", CoinFlipEnv" in b)
+    (tmp_path / "user_readme_envs.py").write_text(env_class + "\n" + register_line)
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--import", "user_readme_envs", "--print-config", "env=coinflip", "env.bias=0.7"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["env"]["options"] == {"bias": 0.7}
+    code = main(["play", "--import", "user_readme_envs", "--env", "coinflip", "bias=2"])
+    one_line_error(code, capsys.readouterr().err, "env.bias=2.0: bias must be in [0, 1]", "play")

@@ -11,7 +11,7 @@ import yaml
 
 from gigpo.train.algorithms import SPECS, preset_overrides
 from gigpo.train.config_check import validate
-from gigpo.train.config_coerce import parse_scalar, yaml_problem, coerce
+from gigpo.train.config_coerce import coerce, parse_scalar, yaml_problem
 from gigpo.train.config_error import ConfigError
 from gigpo.train.config_schema import SECTIONS, Config
 from gigpo.train.presets import CONFIG_DIR
