@@ -180,7 +180,9 @@ def ref_compute_advantages(
             peers = [ep_return[t] for t in trajs]
             for pos, t in enumerate(trajs):
                 traj_adv[t] = (
-                    0.0 if len(trajs) == 1 else _relative(peers[pos], peers, pos, loo, normalize, std_ddof, eps)
+                    0.0
+                    if len(trajs) == 1
+                    else _relative(peers[pos], peers, pos, loo, normalize, std_ddof, eps)
                 )
         episode_adv = [traj_adv[traj_ids[i]] for i in range(n)]
 

@@ -60,12 +60,16 @@ def test_dict_and_list_anchors_are_keyed_like_the_official_code() -> None:
     anchors = [{"room": 1, "key": [1, 2]}, {"key": [1, 2], "room": 1}, {"room": 2, "key": [1, 2]}, [1, [2]]]
     assert official_anchor_key(anchors[0]) == (("key", (1, 2)), ("room", 1))
     assert official_anchor_key(np.array([[1, 2], [3, 4]])) == (1, 2, 3, 4)
-    out = compute_advantages([0] * 4, [0, 1, 2, 3], [0] * 4, [1.0, 0.0, 1.0, 0.0], anchors, compat="verl-agent")
+    out = compute_advantages(
+        [0] * 4, [0, 1, 2, 3], [0] * 4, [1.0, 0.0, 1.0, 0.0], anchors, compat="verl-agent"
+    )
     assert out.step_group_ids.tolist() == [0, 0, 1, 2]
     with pytest.raises(ValueError, match="hashable"):  # the default mode keeps rejecting unhashable anchors
         compute_advantages([0] * 4, [0, 1, 2, 3], [0] * 4, [1.0, 0.0, 1.0, 0.0], anchors)
     with pytest.raises(ValueError, match="string anchors"):  # the official similarity path raises too
-        compute_advantages([0] * 4, [0, 1, 2, 3], [0] * 4, [0.0] * 4, anchors, similarity=0.5, compat="verl-agent")
+        compute_advantages(
+            [0] * 4, [0, 1, 2, 3], [0] * 4, [0.0] * 4, anchors, similarity=0.5, compat="verl-agent"
+        )
 
 
 def test_repeated_texts_and_quick_ratio_shortcuts_change_no_decision() -> None:
@@ -91,7 +95,9 @@ def text_batches(draw) -> tuple[list, list, list, list, list]:
     traj = 0
     for g in range(draw(st.integers(1, 3))):
         if long_texts:
-            pages = [" ".join(rng.choice(WORDS) for _ in range(60))[: rng.randint(200, 320)] for _ in range(2)]
+            pages = [
+                " ".join(rng.choice(WORDS) for _ in range(60))[: rng.randint(200, 320)] for _ in range(2)
+            ]
         for _ in range(rng.randint(1, 4)):
             for t in range(rng.randint(1, 4)):
                 if long_texts:

@@ -21,7 +21,14 @@ from gigpo.algo.ids import (
     pair_codes,
     relabel_first_seen,
 )
-from gigpo.algo.returns import TrajIndex, as_rewards, as_steps, build_traj_index, check_gamma, segmented_discount
+from gigpo.algo.returns import (
+    TrajIndex,
+    as_rewards,
+    as_steps,
+    build_traj_index,
+    check_gamma,
+    segmented_discount,
+)
 
 ESTIMATORS = ("gigpo", "grpo", "rloo")
 EPISODE_ESTIMATORS = ("grpo", "rloo")
@@ -154,7 +161,15 @@ def compute_advantages(
     similarity, missing anchors for "gigpo", unknown option values.
     """
     _validate_options(
-        estimator, episode_estimator, normalize, compat, similarity, similarity_metric, eps, step_weight, std_ddof
+        estimator,
+        episode_estimator,
+        normalize,
+        compat,
+        similarity,
+        similarity_metric,
+        eps,
+        step_weight,
+        std_ddof,
     )
     check_gamma(gamma)
     use_steps = estimator == "gigpo"
@@ -259,7 +274,13 @@ def _discounted(rows: _Rows, gamma: float) -> np.ndarray:
 
 
 def _episode_term(
-    rows: _Rows, traj_return: np.ndarray, *, loo: bool, compat: str | None, normalize: str, eps: float,
+    rows: _Rows,
+    traj_return: np.ndarray,
+    *,
+    loo: bool,
+    compat: str | None,
+    normalize: str,
+    eps: float,
     std_ddof: int,
 ) -> np.ndarray:
     """A_E per row: group-normalised R(τ) over the group's trajectories (compat: over its step rows)."""
@@ -278,8 +299,16 @@ def _episode_term(
 
 
 def _step_term(
-    rows: _Rows, anchors: Any, returns: np.ndarray, similarity: float | None, metric: str, compat: str | None,
-    *, normalize: str, eps: float, std_ddof: int,
+    rows: _Rows,
+    anchors: Any,
+    returns: np.ndarray,
+    similarity: float | None,
+    metric: str,
+    compat: str | None,
+    *,
+    normalize: str,
+    eps: float,
+    std_ddof: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(step-group ids, A_S): anchor-state groups within episode groups, then group-normalised R_t."""
     labels = _step_labels(rows, anchors, similarity, metric, compat)
@@ -311,7 +340,9 @@ def _step_labels(rows: _Rows, anchors: Any, similarity: float | None, metric: st
         from gigpo.algo.compat import official_similarity_groups
 
         return official_similarity_groups(rows.gcodes, texts, float(similarity))
-    by_group = rows.index.order[np.argsort(rows.gcodes[rows.index.order], kind="stable")]  # (group, traj, step)
+    by_group = rows.index.order[
+        np.argsort(rows.gcodes[rows.index.order], kind="stable")
+    ]  # (group, traj, step)
     return cluster_sorted(rows.gcodes[by_group], by_group, texts, float(similarity), metric)
 
 

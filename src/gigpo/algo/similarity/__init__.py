@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from gigpo.algo.similarity.support import codepoints
 from gigpo.algo.similarity.quality import grouping_quality
+from gigpo.algo.similarity.support import codepoints
 
 __all__ = [
     "METRICS",

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gigpo.algo.similarity.support import codepoints, require
 from gigpo.algo.similarity.ro import Prepared, decide_matches, need_matches, prepare
+from gigpo.algo.similarity.support import codepoints, require
 
 # This module is imported only for the "indel" metric and the numpy "ro" path, which both need rapidfuzz.
 Indel = require("rapidfuzz.distance", 'the "indel" metric and the numpy "ro" path').Indel

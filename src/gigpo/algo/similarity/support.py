@@ -11,7 +11,11 @@ import numpy as np
 def codepoints(s: str) -> np.ndarray:
     """uint32 codepoints of ``s`` (a zero-copy view of its UTF-32 encoding). surrogatepass: a str may hold lone
     surrogates; they are just code points here, as in difflib."""
-    return np.frombuffer(s.encode("utf-32-le", "surrogatepass"), dtype=np.uint32) if s else np.zeros(0, np.uint32)
+    return (
+        np.frombuffer(s.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        if s
+        else np.zeros(0, np.uint32)
+    )
 
 
 def require(module: str, needed_by: str) -> ModuleType:
