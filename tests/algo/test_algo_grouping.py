@@ -75,7 +75,7 @@ def test_step_group_stats() -> None:
 
 @pytest.mark.parametrize("seed", range(20))
 def test_pair_codes_is_a_bijection_on_pairs(seed: int) -> None:
-    from gigpo.algo.grouping import pair_codes
+    from gigpo.algo.ids import pair_codes
 
     rng = np.random.default_rng(seed)
     n, kb = int(rng.integers(1, 300)), int(rng.integers(1, 50))
