@@ -3,36 +3,73 @@
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gigpo.serve.batcher import Batcher, Job, RequestError
+from gigpo.httputil import (
+    HardenedHandler,
+    HardenedHTTPServer,
+    HTTPError,
+    as_float,
+    as_int,
+    bind_error,
+    loads_strict,
+    port_arg,
+    positive_float_arg,
+    positive_int_arg,
+)
+from gigpo.serve.batcher import Batcher, Job, RequestError, ShuttingDown
 
-#: Longest a request waits for the batcher before the server answers 504.
+#: Longest a request waits for the batcher before the server answers 504 (and drops the job).
 REQUEST_TIMEOUT_S = 600.0
+#: The prompt's character count is checked before tokenising, at this many characters per allowed prompt token:
+#: generous enough for any real tokenizer's prompts, small enough that tokenising never stalls the batcher
+#: (measured before the check: a 5 MB prompt held the batcher 12-29 s only to be refused for its length).
+CHARS_PER_TOKEN_BOUND = 32
+#: Characters a message costs beyond its content (role and separators) in that count, so that a body of
+#: a million empty messages is refused as well.
+MESSAGE_OVERHEAD_CHARS = 8
 
 
-class ChatServer(ThreadingHTTPServer):
+class BindError(OSError):
+    """The server could not listen on the address (port taken, address not on this machine): one-line message."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-request caps (CLI flags of the same names). ``max_prompt_tokens`` None: the model's context length;
+    ``max_prompt_chars`` None: ``CHARS_PER_TOKEN_BOUND × max_prompt_tokens``."""
+
+    max_body_bytes: int = 4 * 1024 * 1024
+    max_tokens_cap: int = 4096
+    max_n: int = 16
+    max_prompt_tokens: int | None = None
+    max_prompt_chars: int | None = None
+    read_timeout_s: float = 30.0
+
+
+class ChatServer(HardenedHTTPServer):
     """A threading HTTP server whose handler threads hand jobs to one :class:`Batcher`.
 
     ``model_id`` is the name listed by ``/v1/models``; requests naming another model (except ``aliases``) get 404,
-    so a typo in ``--agent openai:MODEL`` is caught instead of silently served.
+    so a typo in ``--agent openai:MODEL`` is caught instead of silently served. ``batcher`` may be attached
+    after binding (``make_server`` binds first, so a taken port fails before the model loads).
     """
 
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], batcher: Batcher, model_id: str, aliases: set[str] | None = None):
+    def __init__(self, address: tuple[str, int], batcher: Batcher | None, model_id: str,
+                 aliases: set[str] | None = None, limits: Limits | None = None):
         super().__init__(address, _Handler)
         self.batcher = batcher
         self.model_id = model_id
         self.aliases = {model_id, *(aliases or ())}
+        self.limits = limits or Limits()
+        self.read_timeout_s = self.limits.read_timeout_s
         self.created = int(time.time())
 
     @property
@@ -43,63 +80,61 @@ class ChatServer(ThreadingHTTPServer):
     def close(self) -> None:
         self.shutdown()
         self.server_close()
-        self.batcher.close()
+        if self.batcher is not None:
+            self.batcher.close()
 
 
-class _Handler(BaseHTTPRequestHandler):
+def _error_body(status: int, message: str, kind: str = "invalid_request_error") -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "code": status}}
+
+
+class _Handler(HardenedHandler):
     server: ChatServer
-    protocol_version = "HTTP/1.1"  # keep-alive: clients reuse one connection per thread
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet by default
         pass
 
-    def _send(self, status: int, obj: dict[str, Any]) -> None:
-        body = json.dumps(obj).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
     def _error(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
-        self._send(status, {"error": {"message": message, "type": kind, "code": status}})
+        self.send_json(status, _error_body(status, message, kind))
 
     def do_GET(self) -> None:  # noqa: N802 - http.server naming
         path = self.path.split("?")[0].rstrip("/")
         if path == "/v1/models":
-            self._send(200, {"object": "list", "data": [
+            self.send_json(200, {"object": "list", "data": [
                 {"id": self.server.model_id, "object": "model", "created": self.server.created, "owned_by": "gigpo"}
             ]})
         elif path == "/v1/gigpo/stats":  # not OpenAI: batching counters, for tests and tuning
-            self._send(200, vars(self.server.batcher.stats))
+            self.send_json(200, vars(self.server.batcher.stats))
         elif path in ("/health", "/v1/health"):
-            self._send(200, {"status": "ok"})
+            self.send_json(200, {"status": "ok"})
         else:
             self._error(404, f"no route GET {path}")
 
     def do_POST(self) -> None:  # noqa: N802
         path = self.path.split("?")[0].rstrip("/")
         try:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length) or b"null")
-        except ValueError:
-            return self._error(400, "request body is not JSON")
-        if path != "/v1/chat/completions":
-            return self._error(404, f"no route POST {path} (this server has /v1/chat/completions)")
-        try:
-            job = parse_chat_request(body, self.server.aliases)
+            # The body is read (within the caps) before routing, so a kept-alive connection stays in sync.
+            body = loads_strict(self.read_body(self.server.limits.max_body_bytes))
+            if path != "/v1/chat/completions":
+                return self._error(404, f"no route POST {path} (this server has /v1/chat/completions)")
+            job = parse_chat_request(body, self.server.aliases, self.server.limits)
+        except HTTPError as e:
+            return self.reply_error(e, _error_body)
         except LookupError as e:
             return self._error(404, str(e), "model_not_found")
         except (ValueError, TypeError) as e:
             return self._error(400, str(e))
         self.server.batcher.submit(job)
         if not job.done.wait(REQUEST_TIMEOUT_S):
+            job.cancelled = True  # the worker drops it at its next pass
             return self._error(504, "generation timed out", "server_error")
         if isinstance(job.error, RequestError):
-            return self._error(400, str(job.error))
+            return self._error(job.error.status, str(job.error))
+        if isinstance(job.error, ShuttingDown):
+            return self._error(503, str(job.error), "server_error")
         if job.error is not None:
             return self._error(500, f"generation failed: {type(job.error).__name__}: {job.error}", "server_error")
-        self._send(200, {
+        self.send_json(200, {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -110,13 +145,21 @@ class _Handler(BaseHTTPRequestHandler):
         })
 
 
-def parse_chat_request(body: Any, models: set[str]) -> Job:
-    """Validate an OpenAI chat request into a :class:`Job` (ValueError/TypeError → 400, LookupError → 404).
+def _optional(body: dict[str, Any], key: str, default: Any) -> Any:
+    value = body.get(key)
+    return default if value is None else value
+
+
+def parse_chat_request(body: Any, models: set[str], limits: Limits | None = None) -> Job:
+    """Validate an OpenAI chat request into a :class:`Job` (ValueError/TypeError → 400, LookupError → 404,
+    :class:`HTTPError` → its status: 413 for a prompt over ``max_prompt_chars``).
 
     Supported: ``messages`` (string content or text parts), ``temperature`` ∈ [0, 2] (0 = greedy; default 1),
-    ``top_p`` ∈ (0, 1], ``max_tokens`` / ``max_completion_tokens`` ≥ 1, ``stop`` (string or up to 4 strings),
-    ``n`` ∈ [1, 16], ``logprobs``. Streaming, tools and ``seed`` are rejected or ignored as documented.
+    ``top_p`` ∈ (0, 1], ``max_tokens`` / ``max_completion_tokens`` ∈ [1, ``max_tokens_cap``], ``stop`` (string or
+    up to 4 strings), ``n`` ∈ [1, ``max_n``], ``logprobs``. Numbers must be JSON numbers (no strings, booleans or
+    non-finite values). Streaming, tools and ``seed`` are rejected or ignored as documented.
     """
+    limits = limits or Limits()
     if not isinstance(body, dict):
         raise ValueError("request body must be a JSON object")
     model = body.get("model")
@@ -128,6 +171,7 @@ def parse_chat_request(body: Any, models: set[str]) -> Job:
     if not isinstance(msgs, list) or not msgs:
         raise ValueError("'messages' must be a non-empty list")
     messages = []
+    chars = 0
     for m in msgs:
         if not isinstance(m, dict) or not isinstance(m.get("role"), str):
             raise ValueError("each message needs a 'role' and a 'content'")
@@ -136,25 +180,26 @@ def parse_chat_request(body: Any, models: set[str]) -> Job:
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
         if not isinstance(content, str):
             raise ValueError(f"message content must be a string or text parts, got {type(content).__name__}")
+        chars += len(content) + len(m["role"]) + MESSAGE_OVERHEAD_CHARS
         messages.append({"role": m["role"], "content": content})
-    temperature = float(body.get("temperature", 1.0) if body.get("temperature") is not None else 1.0)
-    top_p = float(body.get("top_p", 1.0) if body.get("top_p") is not None else 1.0)
-    if not 0.0 <= temperature <= 2.0:
-        raise ValueError("temperature must be in [0, 2]")
-    if not 0.0 < top_p <= 1.0:
-        raise ValueError("top_p must be in (0, 1]")
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    if max_tokens is not None and (isinstance(max_tokens, bool) or int(max_tokens) < 1):
-        raise ValueError("max_tokens must be >= 1")
+    if limits.max_prompt_chars is not None and chars > limits.max_prompt_chars:
+        raise HTTPError(413, f"prompt of about {chars} characters is over this server's limit of "
+                             f"{limits.max_prompt_chars} (--max-prompt-chars)")
+    temperature = as_float(_optional(body, "temperature", 1.0), "temperature", 0.0, 2.0)
+    top_p = as_float(_optional(body, "top_p", 1.0), "top_p", 0.0, 1.0, low_open=True)
+    key = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+    max_tokens = body.get(key)
+    if max_tokens is not None:
+        max_tokens = as_int(max_tokens, key, 1, limits.max_tokens_cap, flag="--max-tokens-cap")
     stop = body.get("stop") or []
     stop = [stop] if isinstance(stop, str) else stop
     if not isinstance(stop, list) or len(stop) > 4 or not all(isinstance(s, str) for s in stop):
         raise ValueError("stop must be a string or a list of up to 4 strings")
-    n = int(body.get("n") or 1)
-    if not 1 <= n <= 16:
-        raise ValueError("n must be in [1, 16]")
-    return Job(messages, None if max_tokens is None else int(max_tokens), temperature, top_p, n=n, stop=stop,
-               logprobs=bool(body.get("logprobs")))
+    n = as_int(_optional(body, "n", 1), "n", 1, limits.max_n, flag="--max-n")
+    logprobs = _optional(body, "logprobs", False)
+    if not isinstance(logprobs, bool):
+        raise ValueError(f"'logprobs' must be true or false, got {type(logprobs).__name__}")
+    return Job(messages, max_tokens, temperature, top_p, n=n, stop=stop, logprobs=logprobs)
 
 
 def load_for_serving(name_or_path: str, *, device: str = "auto", dtype: str = "auto", seed: int = 0) -> tuple[Any, str]:
@@ -173,44 +218,81 @@ def load_for_serving(name_or_path: str, *, device: str = "auto", dtype: str = "a
 def make_server(
     name_or_path: str, *, host: str = "127.0.0.1", port: int = 8000, device: str = "auto", dtype: str = "auto",
     seed: int = 0, max_batch: int = 32, wait_ms: float = 5.0, served_model_name: str | None = None,
+    limits: Limits | None = None, slice_tokens: int = 32,
 ) -> ChatServer:
-    """Load the model and bind the server (``port=0``: an ephemeral port; see ``server.url``). Not yet serving:
-    call ``serve_forever()`` (or run it in a thread)."""
-    bundle, target = load_for_serving(name_or_path, device=device, dtype=dtype, seed=seed)
-    batcher = Batcher(bundle.model, bundle.tokenizer, bundle.device, max_batch=max_batch, wait_ms=wait_ms)
-    model_id = served_model_name or name_or_path
+    """Bind the server, then load the model (``port=0``: an ephemeral port; see ``server.url``). Not yet serving:
+    call ``serve_forever()`` (or run it in a thread). A limit the model cannot honour (``max_prompt_tokens``
+    over its context length) raises ValueError; a taken port raises OSError before anything loads."""
+    limits = limits or Limits()
     try:
-        return ChatServer((host, port), batcher, model_id, {name_or_path, Path(name_or_path).name, target})
-    except OSError:
-        batcher.close()
+        server = ChatServer((host, port), None, served_model_name or name_or_path, limits=limits)
+    except OSError as e:
+        raise BindError(bind_error(e, host, port)) from e
+    try:
+        bundle, target = load_for_serving(name_or_path, device=device, dtype=dtype, seed=seed)
+        cfg = getattr(bundle.model, "config", None)
+        context = int(getattr(cfg, "max_position_embeddings", 0) or 0) or None
+        if limits.max_prompt_tokens and context and limits.max_prompt_tokens >= context:
+            raise ValueError(f"--max-prompt-tokens {limits.max_prompt_tokens} leaves no room to generate in the "
+                             f"model's context length of {context}")
+        prompt_tokens = limits.max_prompt_tokens or (context - 1 if context else None)
+        if limits.max_prompt_chars is None and prompt_tokens:
+            limits = replace(limits, max_prompt_chars=CHARS_PER_TOKEN_BOUND * prompt_tokens)
+        server.limits = replace(limits, max_prompt_tokens=prompt_tokens)
+        server.batcher = Batcher(bundle.model, bundle.tokenizer, bundle.device, max_batch=max_batch, wait_ms=wait_ms,
+                                 default_max_tokens=min(256, limits.max_tokens_cap), slice_tokens=slice_tokens,
+                                 max_prompt_tokens=prompt_tokens)
+        server.aliases |= {name_or_path, Path(name_or_path).name, target}
+    except BaseException:
+        server.server_close()
         raise
+    return server
 
 
 def build_parser() -> argparse.ArgumentParser:
+    d = Limits()
     p = argparse.ArgumentParser(prog="gigpo serve", description="Serve a checkpoint or local model over an "
                                 "OpenAI-compatible API (/v1/models, /v1/chat/completions), batching requests.")
     p.add_argument("model", metavar="CHECKPOINT_OR_MODEL",
                    help="run dir (newest checkpoint), checkpoint dir, model dir, tiny, smollm2-135m or a cached HF id")
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, default=8000, help="0 = any free port (printed on startup)")
+    p.add_argument("--port", type=port_arg, default=8000, help="0-65535; 0 = any free port (printed on startup)")
     p.add_argument("--served-model-name", default=None, help="the id clients pass as 'model' (default: the argument)")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto")
     p.add_argument("--seed", type=int, default=0, help="weights seed of the tiny model")
-    p.add_argument("--max-batch", type=int, default=32, help="most rows per generate call")
-    p.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long to gather requests into one batch")
+    p.add_argument("--max-batch", type=positive_int_arg, default=32, help="most rows per generate call")
+    p.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long an idle server gathers a batch")
+    p.add_argument("--slice-tokens", type=positive_int_arg, default=32,
+                   help="tokens decoded per request before the next request gets a turn (default 32)")
+    g = p.add_argument_group("per-request limits (over a limit: HTTP 400/413)")
+    g.add_argument("--max-body-bytes", type=positive_int_arg, default=d.max_body_bytes,
+                   help=f"largest request body (default {d.max_body_bytes})")
+    g.add_argument("--max-tokens-cap", type=positive_int_arg, default=d.max_tokens_cap,
+                   help=f"largest max_tokens a request may ask for (default {d.max_tokens_cap})")
+    g.add_argument("--max-n", type=positive_int_arg, default=d.max_n, help=f"largest n (default {d.max_n})")
+    g.add_argument("--max-prompt-tokens", type=positive_int_arg, default=None,
+                   help="longest rendered prompt in tokens (default: the context length - 1)")
+    g.add_argument("--max-prompt-chars", type=positive_int_arg, default=None, help="longest prompt in characters, "
+                   f"checked before tokenising (default {CHARS_PER_TOKEN_BOUND} x --max-prompt-tokens)")
+    g.add_argument("--read-timeout", type=positive_float_arg, default=d.read_timeout_s,
+                   help=f"seconds a connection may stall mid-request or sit idle (default {d.read_timeout_s:g})")
     return p
 
 
 def serve_main(argv: list[str]) -> int:
     """``gigpo serve CHECKPOINT_OR_MODEL [--port P] [--host H] ...``: serve until Ctrl-C / SIGTERM. Prints
-    ``gigpo serve: <model id> on http://HOST:PORT/v1`` once listening (tests read the port from it)."""
+    ``gigpo serve: <model id> on http://HOST:PORT/v1`` once listening (tests read the port from it). Bad flags,
+    a taken port or a model that does not load: one ``gigpo serve: error: ...`` line, exit 2."""
     args = build_parser().parse_args(argv)
+    limits = Limits(max_body_bytes=args.max_body_bytes, max_tokens_cap=args.max_tokens_cap, max_n=args.max_n,
+                    max_prompt_tokens=args.max_prompt_tokens, max_prompt_chars=args.max_prompt_chars,
+                    read_timeout_s=args.read_timeout)
     try:
         server = make_server(args.model, host=args.host, port=args.port, device=args.device, dtype=args.dtype,
                              seed=args.seed, max_batch=args.max_batch, wait_ms=args.batch_wait_ms,
-                             served_model_name=args.served_model_name)
-    except (FileNotFoundError, ValueError, OSError) as e:
+                             served_model_name=args.served_model_name, limits=limits, slice_tokens=args.slice_tokens)
+    except (OSError, ValueError) as e:  # BindError, a missing checkpoint, a bad limit
         print(f"gigpo serve: error: {e}", file=sys.stderr)
         return 2
     if args.host not in ("127.0.0.1", "localhost", "::1"):
