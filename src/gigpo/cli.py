@@ -66,11 +66,14 @@ def _train(args: argparse.Namespace) -> int:
         return _error("train", e)
     install_sigterm_as_interrupt()
     print(f"run directory: {trainer.run_dir}")
+    from gigpo.train.dynamic_sampling import RunFailed  # loaded with the trainer already: no import cost
+
     try:
         last = trainer.train()
     except KeyboardInterrupt:
         return 130
-    except CheckpointError as e:  # e.g. a full disk during a save: the previous checkpoint is intact
+    # a full disk during a save (the previous checkpoint is intact), or envs that failed every trajectory
+    except (CheckpointError, RunFailed) as e:
         print(f"gigpo train: error: {e}", file=sys.stderr)
         return 1
     keys = [k for k in ("rollout/success_rate", "eval/success_rate", "eval/score") if k in last]

@@ -7,10 +7,15 @@ from typing import Any
 
 import numpy as np
 
+#: The per-row columns of a :class:`RolloutBatch`, in field order: what copying, filtering and merging iterate.
+COLUMNS = ("group_id", "traj_id", "step", "reward", "done", "action_valid", "observation", "state_key",
+           "prompt_ids", "response_ids", "sampling_logprobs")
+
 
 @dataclass
 class Trajectory:
-    """Per-trajectory summary. ``failed``: the env raised; such trajectories carry no rows into training."""
+    """Per-trajectory summary. ``failed``: its env hung, raised or broke the Env contract (``error`` says how and
+    at which step); such trajectories carry no rows into training and are left out of :meth:`RolloutBatch.summary`."""
 
     traj_id: int
     group_id: int
@@ -58,8 +63,7 @@ class RolloutBatch:
         """A copy without the rows of ``traj_ids`` (their Trajectory entries are kept, marked as they are)."""
         keep = [i for i, t in enumerate(self.traj_id) if t not in traj_ids]
         out = RolloutBatch(trajectories=self.trajectories)
-        for name in ("group_id", "traj_id", "step", "reward", "done", "action_valid", "observation", "state_key",
-                     "prompt_ids", "response_ids", "sampling_logprobs"):
+        for name in COLUMNS:
             col = getattr(self, name)
             setattr(out, name, [col[i] for i in keep])
         return out
@@ -73,7 +77,8 @@ class RolloutBatch:
         }
 
     def summary(self) -> dict[str, float]:
-        """Episode statistics over trajectories that did not fail."""
+        """Episode statistics over trajectories that did not fail; ``failed_trajectories`` counts the others
+        (``valid_action_rate``, ``steps`` and ``response_tokens`` are per row, and failed trajectories have none)."""
         ok = [t for t in self.trajectories if not t.failed]
         n = max(len(ok), 1)
         steps = max(len(self.action_valid), 1)

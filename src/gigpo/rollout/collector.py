@@ -10,6 +10,7 @@ from typing import Any
 from gigpo.agent.parse import parse_response
 from gigpo.agent.prompt import PromptBuilder
 from gigpo.envs.base import Env
+from gigpo.envs.guard import EnvFault, EnvGuard, EnvHandle
 from gigpo.rollout.batch import RolloutBatch, Trajectory
 from gigpo.rollout.concat import CONTEXT_POLICIES, MODES, fit_context, turn_suffix_ids
 from gigpo.rollout.engine import Engine
@@ -19,7 +20,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class _Slot:
-    env: Env
+    env: EnvHandle
     traj: Trajectory
     observation: str = ""
     info: dict | None = None
@@ -37,8 +38,17 @@ class Collector:
     ``collect(seeds, group_size)`` resets ``group_size`` envs with each seed (a *group*: identical initial state),
     then loops turns: build the prompt of every active env, generate for all of them in one engine call, parse,
     step. An unparseable/inadmissible response costs ``invalid_penalty``, leaves the env untouched and is recorded
-    with ``action_valid=False``. An env that raises ends its trajectory as ``failed`` (rows dropped from training,
-    excluded from statistics, a warning logged). Env instances are created lazily and reused across calls.
+    with ``action_valid=False``. Env instances are created lazily and reused across calls.
+
+    **Env faults never stop or hang a collection.** Every env call goes through a
+    :class:`gigpo.envs.guard.EnvGuard`: each ``reset``/``step`` must return within ``env_timeout_s`` and honour
+    the Env contract (str observation, finite real reward, bool ``done``, dict ``info``). An env that hangs,
+    raises or returns garbage ends its trajectory as ``failed``: one warning names the env, seed, step and error;
+    the trajectory's rows are dropped (never trained on, so a NaN reward cannot reach the advantages); it is
+    excluded from every statistic of :meth:`RolloutBatch.summary` except ``failed_trajectories``; and that env
+    instance is discarded — a fresh one from ``make_env`` takes its slot in the next collection.
+    ``env_workers`` picks the isolation: ``"inline"`` (a runner thread, abandoned on a hang; cheap) or
+    ``"process"`` (one killable worker process per env; needs a picklable ``make_env``).
 
     ``mode="concat"`` (see :mod:`gigpo.rollout.concat`): the prompt of turn t is the whole interaction so far as
     one token sequence; when the next prompt plus ``max_response_tokens`` would exceed ``max_context_tokens``,
@@ -62,6 +72,9 @@ class Collector:
         mode: str = "step",
         max_context_tokens: int = 0,
         context_limit_policy: str = "stop",
+        env_timeout_s: float = 60.0,
+        env_workers: str = "inline",
+        env_name: str | None = None,
     ):
         self.make_env = make_env
         self.engine = engine
@@ -73,7 +86,12 @@ class Collector:
         self.invalid_penalty = invalid_penalty
         self.history_length = history_length
         self.require_think = require_think
-        self._pool: list[Env] = []
+        self._guard = EnvGuard(make_env, workers=env_workers, timeout_s=env_timeout_s,
+                               name=env_name or getattr(make_env, "name", None))
+        self._pool: list[EnvHandle | None] = []
+        #: kept by gigpo.train.dynamic_sampling.check_failed_iterations: the run's stop rule for all-failed iterations
+        self.failed_streak = 0
+        self.iterations_collected = 0
         self.set_mode(mode, max_context_tokens, context_limit_policy)
 
     def set_mode(self, mode: str, max_context_tokens: int = 0, context_limit_policy: str = "stop") -> None:
@@ -86,32 +104,32 @@ class Collector:
         if mode == "concat":  # the first prompt must leave room for one response
             self.prompts.max_tokens = min(self.prompts.max_tokens, max_context_tokens - self.max_response_tokens)
 
-    def _envs(self, n: int) -> list[Env]:
+    def _envs(self, n: int) -> list[EnvHandle]:
         while len(self._pool) < n:
-            self._pool.append(self.make_env())
+            self._pool.append(None)
+        for i in range(n):
+            if self._pool[i] is None:  # first use, or the instance there faulted and was discarded
+                self._pool[i] = self._guard.new()
         return self._pool[:n]
 
     def close(self) -> None:
-        for env in self._pool:
-            env.close()
+        self._guard.close()
         self._pool.clear()
 
     def collect(self, seeds: list[int], group_size: int, temperature: float | None = None) -> RolloutBatch:
         temperature = self.temperature if temperature is None else temperature
         envs = self._envs(len(seeds) * group_size)
+        self._logged = 0
         batch = RolloutBatch()
-        slots: list[_Slot] = []
-        for g, seed in enumerate(seeds):
-            for j in range(group_size):
-                tid = g * group_size + j
-                slot = _Slot(envs[tid], Trajectory(traj_id=tid, group_id=g, seed=int(seed)), history=[])
-                try:
-                    slot.observation, slot.info = slot.env.reset(int(seed))
-                    slot.traj.task = str(slot.info.get("task", ""))
-                except Exception as e:  # noqa: BLE001 - any env failure ends the trajectory, not the run
-                    self._fail(slot, "reset", e)
-                slots.append(slot)
+        slots = [_Slot(envs[g * group_size + j], Trajectory(traj_id=g * group_size + j, group_id=g, seed=int(seed)),
+                       history=[]) for g, seed in enumerate(seeds) for j in range(group_size)]
         batch.trajectories = [s.traj for s in slots]
+        for s, res in zip(slots, self._guard.call_many([(s.env, "reset", s.traj.seed) for s in slots])):
+            if isinstance(res, EnvFault):
+                self._fail(s, "reset", res)
+            else:
+                s.observation, s.info = res
+                s.traj.task = str(s.info.get("task", ""))
 
         step = 0
         while True:
@@ -122,18 +140,30 @@ class Collector:
             gens = self.engine.generate(
                 prompts, max_new_tokens=self.max_response_tokens, temperature=temperature, top_p=self.top_p
             )
-            for s, prompt, gen in zip(active, prompts, gens):
-                self._advance(batch, s, step, prompt, gen)
+            parsed = [parse_response(g.text, self.prompts.fmt, (s.info or {}).get("admissible_actions"),
+                                     self.require_think, raw=s.env.raw_action) for s, g in zip(active, gens)]
+            # All of the turn's env steps in one guarded batch (concurrent in process mode).
+            todo = [i for i, p in enumerate(parsed) if p.valid]
+            outs: list[Any] = [None] * len(active)
+            for i, res in zip(todo, self._guard.call_many([(active[i].env, "step", parsed[i].action) for i in todo])):
+                outs[i] = res
+            for s, prompt, gen, p, out in zip(active, prompts, gens, parsed, outs):
+                if isinstance(out, EnvFault):
+                    self._fail(s, f"step {step}", out)
+                else:
+                    self._advance(batch, s, step, prompt, gen, p, out)
             step += 1
 
         failed = {s.traj.traj_id for s in slots if s.traj.failed}
         if failed:
-            log.warning("%d trajectories failed (env error); excluded from training and statistics", len(failed))
+            more = f" ({self._logged - self.LOG_FAILURES} not logged above)" if self._logged > self.LOG_FAILURES else ""
+            log.warning("%d of %d trajectories failed (env fault)%s; excluded from training and statistics",
+                        len(failed), len(slots), more)
             batch = batch.drop_trajectories(failed)
         return batch
 
-    def _cap(self, env: Env) -> int:
-        cap = int(getattr(env, "max_steps", 0) or 0)
+    def _cap(self, env: EnvHandle) -> int:
+        cap = env.max_steps
         if self.max_steps:
             cap = min(cap, self.max_steps) if cap else self.max_steps
         return cap or 50
@@ -153,22 +183,16 @@ class Collector:
             s.env.instructions, s.traj.task, hist, s.observation, info.get("admissible_actions")
         )
 
-    def _advance(self, batch: RolloutBatch, s: _Slot, step: int, prompt: list[int], gen: Any) -> None:
+    def _advance(self, batch: RolloutBatch, s: _Slot, step: int, prompt: list[int], gen: Any, parsed: Any,
+                 out: tuple[str, float, bool, dict] | None) -> None:
+        """Record one step; ``out`` is the env's checked step output, or None when the action was invalid."""
         info = s.info or {}
-        raw = bool(getattr(s.env, "raw_action", False))
-        parsed = parse_response(
-            gen.text, self.prompts.fmt, info.get("admissible_actions"), self.require_think, raw=raw
-        )
         state_key = Env.state_key_of(info, s.observation)
         obs_before = s.observation
-        if parsed.valid:
-            try:
-                obs, reward, done, new_info = s.env.step(parsed.action)
-            except Exception as e:  # noqa: BLE001
-                self._fail(s, f"step {step}", e)
-                return
+        if out is not None:
+            obs, reward, done, new_info = out
             valid = bool(new_info.get("action_valid", True))
-            reward = float(reward) + (0.0 if valid else self.invalid_penalty)
+            reward = reward + (0.0 if valid else self.invalid_penalty)
             action_text = parsed.action if valid else f"{parsed.action} (invalid)"
         else:
             obs, reward, done, new_info = s.observation, self.invalid_penalty, False, dict(info)
@@ -221,8 +245,19 @@ class Collector:
         s.chunks = [*s.chunks[k:], resp + tail] if k <= len(s.chunks) else [list(tail)]
         return True
 
-    def _fail(self, s: _Slot, where: str, e: Exception) -> None:
+    #: per collection, failures logged one by one; the rest are counted in the closing summary (bounded logs when
+    #: every env of a large batch fails the same way)
+    LOG_FAILURES = 10
+
+    def _fail(self, s: _Slot, where: str, e: EnvFault) -> None:
+        """End ``s``'s trajectory as failed, say so (env, seed, step, error), and free its slot for a fresh env."""
         s.active = False
         s.traj.failed = True
-        s.traj.error = f"{where}: {type(e).__name__}: {e}"
-        log.warning("env failed at %s (trajectory %d): %s", where, s.traj.traj_id, s.traj.error)
+        what = e.kind + (" building the env" if e.method == "make" else "")
+        s.traj.error = f"{where}: {what}: {e.message}"
+        self._logged += 1
+        if self._logged <= self.LOG_FAILURES:
+            log.warning("env %r failed at %s (seed %d, trajectory %d): %s: %s; trajectory dropped, env instance "
+                        "replaced", s.env.name or "?", where, s.traj.seed, s.traj.traj_id, what, e.message)
+        self._guard.discard(s.env)
+        self._pool[self._pool.index(s.env)] = None

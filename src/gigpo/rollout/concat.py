@@ -13,12 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gigpo.agent.prompt import build_messages
-from gigpo.rollout.batch import RolloutBatch
+from gigpo.rollout.batch import COLUMNS, RolloutBatch
 
 MODES = ("step", "concat")
 CONTEXT_POLICIES = ("stop", "truncate")
-_COLUMNS = ("group_id", "traj_id", "step", "reward", "done", "action_valid", "observation", "state_key",
-            "prompt_ids", "response_ids", "sampling_logprobs")
 
 
 @dataclass
@@ -34,7 +32,7 @@ class ConcatBatch(RolloutBatch):
     def drop_trajectories(self, traj_ids: set[int]) -> ConcatBatch:
         keep = [i for i, t in enumerate(self.traj_id) if t not in traj_ids]
         out = ConcatBatch(trajectories=self.trajectories)
-        for name in (*_COLUMNS, "loss_mask"):
+        for name in (*COLUMNS, "loss_mask"):
             col = getattr(self, name)
             setattr(out, name, [col[i] for i in keep])
         out.agent_tokens = sum(sum(m) for m in out.loss_mask)

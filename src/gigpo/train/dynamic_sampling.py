@@ -1,4 +1,5 @@
-"""One iteration's training batch: collection rounds, DAPO dynamic sampling and overlong shaping, concat folding."""
+"""One iteration's training batch: collection rounds, DAPO dynamic sampling and overlong shaping, concat folding,
+and the stop rule for runs whose envs fail every trajectory (:class:`RunFailed`)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ from typing import Any
 
 import numpy as np
 
-from gigpo.rollout.batch import RolloutBatch
+from gigpo.rollout.batch import COLUMNS, RolloutBatch
 from gigpo.rollout.concat import to_concat_batch
 from gigpo.train.evaluate import EVAL_SEED_BASE, train_seeds
 
-_COLUMNS = ("group_id", "traj_id", "step", "reward", "done", "action_valid", "observation", "state_key",
-            "prompt_ids", "response_ids", "sampling_logprobs")
+
+class RunFailed(RuntimeError):
+    """The run cannot make progress: every trajectory of ``train.max_failed_iterations`` consecutive iterations
+    failed (env faults), or of every iteration of a shorter run. ``gigpo train`` reports it and exits 1."""
 
 
 def round_seeds(seed: int, iteration: int, round_: int, n: int) -> list[int]:
@@ -80,7 +83,7 @@ def select_groups(batch: RolloutBatch, groups: list[int]) -> RolloutBatch:
     keep = set(groups)
     rows = [i for i, g in enumerate(batch.group_id) if g in keep]
     out = RolloutBatch(trajectories=[t for t in batch.trajectories if t.group_id in keep])
-    for name in _COLUMNS:
+    for name in COLUMNS:
         col = getattr(batch, name)
         setattr(out, name, [col[i] for i in rows])
     return out
@@ -95,7 +98,7 @@ def merge_batches(parts: list[RolloutBatch]) -> RolloutBatch:
     g_off = t_off = 0
     for b in parts:
         n0 = len(out)
-        for name in _COLUMNS:
+        for name in COLUMNS:
             getattr(out, name).extend(getattr(b, name))
         out.group_id[n0:] = [g + g_off for g in b.group_id]
         out.traj_id[n0:] = [t + t_off for t in b.traj_id]
@@ -145,6 +148,10 @@ def collect_training_batch(collector: Any, cfg: Any, iteration: int) -> tuple[Ro
     ``rollout.dynamic_sampling`` the rounds go through :func:`dynamic_sample`; success/return metrics then cover
     every trajectory collected (all rounds), not only the kept ones. In concat mode the kept step rows are folded
     into one row per trajectory (:func:`gigpo.rollout.concat.to_concat_batch`) after filtering.
+
+    Failed trajectories (env faults, see :class:`gigpo.rollout.Collector`) have no rows, so they never count as
+    informative groups and never reach the advantages; ``failed_trajectories`` counts them over all rounds.
+    Raises :class:`RunFailed` via :func:`check_failed_iterations` when failures leave nothing to train on.
     """
     r = cfg.rollout
     extra: dict[str, float] = {}
@@ -163,9 +170,35 @@ def collect_training_batch(collector: Any, cfg: Any, iteration: int) -> tuple[Ro
             extra["overlong_penalty"] /= ds["rounds"]
     else:
         batch = every = one_round(0)
+    check_failed_iterations(collector, every, cfg, iteration)
     stats = {**every.summary(), **extra}
     if r.mode == "concat":
         batch = to_concat_batch(batch)
         stats["concat_rows"] = float(len(batch))
         stats["agent_tokens"] = float(batch.agent_tokens)
     return batch, stats
+
+
+def check_failed_iterations(collector: Any, every: RolloutBatch, cfg: Any, iteration: int) -> None:
+    """Count iterations in which every collected trajectory failed; raise :class:`RunFailed` at
+    ``train.max_failed_iterations`` in a row (≤ 0 disables the rule), or at the last iteration
+    (``train.iterations``) when no iteration run by this process kept a single trajectory — a run that never
+    trained must not end as a success. The counters live on the collector (``failed_streak``,
+    ``iterations_collected``): one collector serves one training loop, and a resumed run starts them afresh."""
+    n = len(every.trajectories)
+    all_failed = n > 0 and all(t.failed for t in every.trajectories)
+    collector.failed_streak = (getattr(collector, "failed_streak", 0) + 1) if all_failed else 0
+    collector.iterations_collected = getattr(collector, "iterations_collected", 0) + 1
+    if not all_failed:
+        return
+    limit = int(cfg.train.max_failed_iterations)
+    streak = collector.failed_streak
+    never_ok = streak == collector.iterations_collected and iteration >= cfg.train.iterations
+    if (limit > 0 and streak >= limit) or never_ok:
+        errors = list(dict.fromkeys(t.error for t in every.trajectories))  # distinct, in order
+        shown = "; ".join(errors[:3]) + (f"; ... ({len(errors) - 3} more distinct errors)" if len(errors) > 3 else "")
+        raise RunFailed(
+            f"every trajectory failed in {streak} consecutive iteration(s) (through iteration {iteration}, "
+            f"{n} trajectories in the last; env {cfg.env.name!r}); stopping, nothing can be trained. "
+            f"Errors: {shown}. See the env warnings above; rollout.env_timeout_s bounds each env call, "
+            f"train.max_failed_iterations sets how many such iterations are tolerated.")

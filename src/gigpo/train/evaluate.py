@@ -107,6 +107,7 @@ def build_collector(cfg: Config, engine: Any, tokenizer: Any, split: str | None 
         env_factory(cfg, split), engine, builder, max_steps=r.max_steps, max_response_tokens=r.max_response_tokens,
         temperature=r.temperature, top_p=r.top_p, invalid_penalty=r.invalid_penalty,
         history_length=cfg.prompt.history_length, require_think=cfg.prompt.require_think,
+        env_timeout_s=r.env_timeout_s, env_name=cfg.env.name, env_workers=getattr(r, "env_workers", "inline"),
     )
     if r.mode == "concat":  # one growing sequence per trajectory (RAGEN-style), in training and evaluation alike
         from gigpo.train.algorithms import context_limit
