@@ -261,3 +261,21 @@ def test_a_short_run_that_never_trains_fails_too(tmp_path):
     with pytest.raises(RunFailed, match="every trajectory failed in 2 consecutive"):
         collect_training_batch(col, cfg, 2)  # the last iteration, and none ever kept a trajectory
     col.close()
+
+
+def test_guarded_env_raises_env_fault_and_restarts_on_reset():
+    import functools
+
+    from gigpo.envs.guard import EnvFault, GuardedEnv
+
+    env = GuardedEnv(functools.partial(FaultyEnv, case="nan-reward"), timeout_s=5.0)
+    assert env.reset(BAD_SEED)[0] == f"start {BAD_SEED}" and env.instructions == "say a" and env.max_steps == 10
+    with pytest.raises(EnvFault, match="reward is nan") as e:
+        env.step("a")
+    assert (e.value.kind, e.value.method) == ("invalid", "step")
+    with pytest.raises(EnvFault, match="already faulted"):
+        env.step("a")  # a faulted instance is never called again
+    built = FaultyEnv.built
+    env.reset(3)  # a fresh instance
+    assert FaultyEnv.built == built + 1 and env.step("a")[1:3] == (1.0, False)
+    env.close()

@@ -69,11 +69,11 @@ def _runner(q: queue.SimpleQueue) -> None:
             if h._backend is None:
                 if not b.begin("make", g.start_timeout_s):
                     return
-                res = _guarded("make", lambda h=h: _build(g, h))
+                res = _guarded("make", _build, g, h)
             if res is None:
                 if not b.begin(method, g.timeout_s):
                     return
-                res = _guarded(method, lambda h=h, m=method, a=arg: _inline_call(h, m, a))
+                res = _guarded(method, _inline_call, h, method, arg)
             with b.cond:
                 if b.abandoned:  # the caller gave up on this job while it ran: this thread is retired
                     return
@@ -98,9 +98,9 @@ def _inline_call(h: EnvHandle, method: str, arg: Any) -> Any:
     return out
 
 
-def _guarded(phase: str, fn: Any) -> Any:
+def _guarded(phase: str, fn: Any, *args: Any) -> Any:
     try:
-        return fn()
+        return fn(*args)
     except BaseException as e:  # noqa: BLE001 - even SystemExit from an env is the env's fault, not the run's
         return EnvFault("error", phase, _error_text(e))
 

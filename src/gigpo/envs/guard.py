@@ -108,7 +108,8 @@ def _check_info(info: Any, method: str) -> dict[str, Any]:
 
 def _finite(x: Any, method: str, what: str) -> float:
     # numbers.Real covers int, float, bool and numpy's scalar types; a str like "1.0" is refused, not parsed.
-    if not isinstance(x, numbers.Real):
+    # (The exact-type test first: an ABC isinstance costs ~1 µs, and this runs on every step.)
+    if type(x) is not float and not isinstance(x, numbers.Real):
         raise EnvFault("invalid", method, f"{what} must be a real number, got {_describe(x)}")
     v = float(x)
     if not math.isfinite(v):
@@ -136,7 +137,9 @@ def check_step(out: Any) -> tuple[str, float, bool, dict[str, Any]]:
         raise EnvFault("invalid", "step", f"observation must be a str, got {_describe(obs)}")
     r = _finite(reward, "step", "reward")
     # bool, numpy.bool_ or an integer 0/1; a float or a string "False" is refused (bool("False") is True).
-    if isinstance(done, (numbers.Integral, np.bool_)):
+    if type(done) is bool:
+        pass
+    elif isinstance(done, (numbers.Integral, np.bool_)):
         if int(done) not in (0, 1):
             raise EnvFault("invalid", "step", f"done must be a bool, got {_describe(done)}")
     else:
