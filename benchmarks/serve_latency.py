@@ -47,7 +47,7 @@ def main() -> None:
         behind, longs, long_tokens = [], [], 0
         for _ in range(args.reps):
             res: dict = {}
-            t = threading.Thread(target=lambda: res.update(zip(("s", "body"), chat(srv.url, args.long_tokens))))
+            t = threading.Thread(target=lambda out=res: out.update(zip(("s", "body"), chat(srv.url, args.long_tokens))))
             t.start()
             time.sleep(0.2)
             behind.append(chat(srv.url, 1)[0])

@@ -14,8 +14,8 @@ import json
 import logging
 import math
 import re
-import socket
 import sys
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -24,17 +24,23 @@ log = logging.getLogger(__name__)
 #: Listen backlog. socketserver's default of 5 resets connections as soon as a few dozen clients connect at once
 #: (measured: 10-80 of 100 concurrent loopback clients failed); the kernel caps this at net.core.somaxconn.
 BACKLOG = 1024
+#: After a 413 the server still reads and discards up to this much of the refused body (never parsing or storing
+#: it), within ``DRAIN_S`` seconds, so an ordinary client that sends the whole body before reading gets the 413
+#: instead of a connection reset; a larger or slower body is cut off there.
+DRAIN_BYTES = 64 * 1024 * 1024
+DRAIN_S = 5.0
 _DIGITS = re.compile(r"[0-9]{1,18}")
 
 
 class HTTPError(Exception):
     """A request refused with ``status`` (4xx); ``close``: the connection cannot be reused (body left unread)."""
 
-    def __init__(self, status: int, message: str, *, close: bool = False):
+    def __init__(self, status: int, message: str, *, close: bool = False, drain: int = 0):
         super().__init__(message)
         self.status = status
         self.message = message
         self.close = close
+        self.drain = drain  # bytes of an unread body to discard after the reply
 
 
 class HardenedHTTPServer(ThreadingHTTPServer):
@@ -45,10 +51,11 @@ class HardenedHTTPServer(ThreadingHTTPServer):
     request_queue_size = BACKLOG
     daemon_threads = True
     read_timeout_s: float = 30.0
+    max_body_bytes: int = 8 * 1024 * 1024
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         exc = sys.exc_info()[1]
-        if isinstance(exc, (BrokenPipeError, ConnectionResetError, TimeoutError, socket.timeout)):
+        if isinstance(exc, (BrokenPipeError, ConnectionResetError, TimeoutError)):
             log.info("client %s went away or stalled: %s", client_address, exc)
         else:
             super().handle_error(request, client_address)
@@ -75,11 +82,21 @@ class HardenedHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def read_body(self, max_bytes: int) -> bytes:
-        """The request body, exactly ``Content-Length`` bytes: missing → 411, not a plain non-negative integer
-        (or repeated with different values) → 400, over ``max_bytes`` → 413 without reading it, a chunked body
-        → 411, fewer bytes than announced within the read timeout → 408. Every refusal closes the connection:
-        an unread body would otherwise be parsed as the next request."""
+    def handle_expect_100(self) -> bool:
+        # A client that asks first (curl does for large bodies) is refused before it sends the body at all.
+        try:
+            self._content_length(self.server.max_body_bytes)
+        except HTTPError as e:
+            self.close_connection = True
+            self.send_json(e.status, self.error_shape(e.status, e.message))
+            return False
+        return super().handle_expect_100()
+
+    def error_shape(self, status: int, message: str) -> Any:
+        """The JSON error body of this server (override)."""
+        return {"error": message}
+
+    def _content_length(self, max_bytes: int) -> int:
         if self.headers.get("Transfer-Encoding"):
             raise HTTPError(411, "chunked request bodies are not supported; send a Content-Length", close=True)
         values = self.headers.get_all("Content-Length") or []
@@ -91,21 +108,44 @@ class HardenedHandler(BaseHTTPRequestHandler):
         length = int(values[0])
         if length > max_bytes:
             raise HTTPError(413, f"request body of {length} bytes is over this server's limit of {max_bytes} bytes "
-                                 "(--max-body-bytes)", close=True)
+                                 "(--max-body-bytes)", close=True, drain=length)
+        return length
+
+    def read_body(self, max_bytes: int | None = None) -> bytes:
+        """The request body, exactly ``Content-Length`` bytes: missing → 411, not a plain non-negative integer
+        (or repeated with different values) → 400, over ``max_bytes`` → 413 without reading it, a chunked body
+        → 411, fewer bytes than announced within the read timeout → 408. Every refusal closes the connection:
+        an unread body would otherwise be parsed as the next request."""
+        length = self._content_length(self.server.max_body_bytes if max_bytes is None else max_bytes)
         try:
             data = self.rfile.read(length)
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise HTTPError(408, f"request body not received within {self.server.read_timeout_s:g} s",
                             close=True) from None
         if len(data) != length:
             raise HTTPError(400, f"request body ended after {len(data)} of {length} bytes", close=True)
         return data
 
-    def reply_error(self, err: HTTPError, shape: Any) -> None:
-        """Send ``err`` in the server's error layout ``shape(status, message)``."""
+    def reply_error(self, err: HTTPError) -> None:
+        """Send ``err`` in this server's error layout, then discard what it asks to drain (see ``DRAIN_BYTES``)."""
         if err.close:
             self.close_connection = True
-        self.send_json(err.status, shape(err.status, err.message))
+        self.send_json(err.status, self.error_shape(err.status, err.message))
+        if err.drain:
+            self._discard(min(err.drain, DRAIN_BYTES))
+
+    def _discard(self, n: int) -> None:
+        deadline = time.monotonic() + DRAIN_S
+        try:
+            self.wfile.flush()
+            while n > 0 and time.monotonic() < deadline:
+                self.connection.settimeout(max(0.05, deadline - time.monotonic()))
+                chunk = self.rfile.read1(min(n, 1 << 16))
+                if not chunk:
+                    break
+                n -= len(chunk)
+        except OSError:  # the client gave up first: nothing left to protect
+            pass
 
 
 def _no_constant(name: str) -> Any:
@@ -148,6 +188,14 @@ def as_float(value: Any, name: str, lo: float, hi: float, *, low_open: bool = Fa
     if not math.isfinite(v) or v > hi or v < lo or (low_open and v == lo):
         raise ValueError(f"'{name}' must be in {'(' if low_open else '['}{lo:g}, {hi:g}], got {value!r}")
     return v
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line, ``PROG: error: MESSAGE (see PROG --help)``, exit 2: a server
+    started by a script fails with the reason, not a screenful of usage."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def port_arg(text: str) -> int:

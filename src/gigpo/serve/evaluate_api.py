@@ -10,10 +10,11 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from gigpo.rollout.batch import Trajectory
 from gigpo.serve.chat_prompt import ChatPromptBuilder
 from gigpo.serve.client import APIError, ChatClient, Usage
 from gigpo.serve.engine import OpenAIEngine
@@ -27,24 +28,52 @@ SUMMARY = "summary.json"
 CHARS_PER_TOKEN = 4
 
 
-@dataclass
-class EpisodeResult:
-    """One episode seed's outcome; ``failed`` episodes (API gave up, or the env raised) are rerun on resume."""
+#: The keys of a ``results.jsonl`` record, in order: the :class:`Trajectory` fields an episode result reports,
+#: plus its API bookkeeping (``traj_id``/``group_id``/``task``/``final_info`` stay out, as they always have).
+RECORD_FIELDS = ("index", "seed", "won", "score", "episode_return", "length", "invalid_steps", "failed", "error",
+                 "data_source", "usage", "seconds", "transcript")
 
-    index: int
-    seed: int
-    won: bool = False
-    score: float = 0.0
-    episode_return: float = 0.0
-    length: int = 0
-    invalid_steps: int = 0
-    failed: bool = False
-    error: str = ""
-    data_source: str = ""
+
+@dataclass
+class EpisodeResult(Trajectory):
+    """One episode seed's outcome: the collector's own :class:`Trajectory` record (one definition of what an
+    episode reports) plus ``index`` (position in the evaluation), the API ``usage`` and wall ``seconds``.
+    ``failed`` episodes (API gave up, or the env raised) are rerun on resume. ``transcript`` holds (observation,
+    response text, action or error, reward) per step, as the collector records them. Stored as the flat record
+    :data:`RECORD_FIELDS` (:meth:`to_record` / :meth:`from_record`)."""
+
+    index: int = 0
     usage: dict = field(default_factory=dict)
     seconds: float = 0.0
-    #: (observation, response text, action or error, reward) per step, as the collector records them
-    transcript: list = field(default_factory=list)
+
+    @classmethod
+    def pending(cls, index: int, seed: int) -> EpisodeResult:
+        """The result of an episode not yet run (nothing won, nothing failed)."""
+        return cls(traj_id=index, group_id=index, seed=int(seed), index=index)
+
+    def take(self, t: Trajectory) -> None:
+        """Copy the recorded outcome fields of the collector's trajectory ``t`` (JSON-safe types), so that a
+        result equals itself read back from ``results.jsonl``."""
+        for f in fields(Trajectory):
+            if f.name in RECORD_FIELDS and f.name != "seed":
+                setattr(self, f.name, getattr(t, f.name))
+        self.won, self.failed = bool(t.won), bool(t.failed)
+        self.score, self.episode_return = float(t.score), float(t.episode_return)
+        self.length, self.invalid_steps = int(t.length), int(t.invalid_steps)
+        self.transcript = [list(x) for x in t.transcript]
+
+    def to_record(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in RECORD_FIELDS}
+
+    @classmethod
+    def from_record(cls, rec: Any) -> EpisodeResult:
+        """Inverse of :meth:`to_record`; TypeError for a record without ``index``/``seed`` or with unknown keys."""
+        if not isinstance(rec, dict) or not {"index", "seed"} <= rec.keys() or not rec.keys() <= set(RECORD_FIELDS):
+            raise TypeError(f"not an episode record: {str(rec)[:100]}")
+        res = cls.pending(rec["index"], rec["seed"])
+        for k, v in rec.items():
+            setattr(res, k, v)
+        return res
 
 
 def run_episode(cfg: Config, client: ChatClient, model: str, seed: int, index: int, *, temperature: float,
@@ -60,14 +89,10 @@ def run_episode(cfg: Config, client: ChatClient, model: str, seed: int, index: i
     collector = build_collector(cfg, engine, tokenizer=None, split="test")
     collector.prompts = ChatPromptBuilder.like(collector.prompts, max_prompt_chars)
     started = time.monotonic()
-    res = EpisodeResult(index=index, seed=int(seed))
+    res = EpisodeResult.pending(index, seed)
     try:
         batch = collector.collect([int(seed)], 1, temperature=temperature)
-        t = batch.trajectories[0]
-        res.won, res.score, res.episode_return = bool(t.won), float(t.score), float(t.episode_return)
-        res.length, res.invalid_steps, res.data_source = int(t.length), int(t.invalid_steps), t.data_source
-        res.failed, res.error = bool(t.failed), t.error
-        res.transcript = [list(x) for x in t.transcript]
+        res.take(batch.trajectories[0])
     except APIError as e:
         res.failed, res.error = True, f"API: {e}"
     except Exception as e:  # noqa: BLE001 - one broken episode must not stop the evaluation
@@ -87,7 +112,7 @@ def load_results(out_dir: Path) -> dict[int, EpisodeResult]:
         return out
     for line in path.read_text().splitlines():
         try:
-            rec = EpisodeResult(**json.loads(line))
+            rec = EpisodeResult.from_record(json.loads(line))
         except (ValueError, TypeError):
             continue
         out[rec.seed] = rec
@@ -208,7 +233,7 @@ def run_api_evaluation(
             with lock:
                 results[r.seed] = r
                 with open(out / RESULTS, "a") as f:
-                    f.write(json.dumps(asdict(r)) + "\n")
+                    f.write(json.dumps(r.to_record()) + "\n")
                     f.flush()
                     os.fsync(f.fileno())
                 _write_transcript(out, r)

@@ -16,6 +16,7 @@ from gigpo.httputil import (
     HardenedHandler,
     HardenedHTTPServer,
     HTTPError,
+    OneLineParser,
     as_float,
     as_int,
     bind_error,
@@ -70,6 +71,7 @@ class ChatServer(HardenedHTTPServer):
         self.aliases = {model_id, *(aliases or ())}
         self.limits = limits or Limits()
         self.read_timeout_s = self.limits.read_timeout_s
+        self.max_body_bytes = self.limits.max_body_bytes
         self.created = int(time.time())
 
     @property
@@ -94,6 +96,9 @@ class _Handler(HardenedHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet by default
         pass
 
+    def error_shape(self, status: int, message: str) -> dict[str, Any]:
+        return _error_body(status, message)
+
     def _error(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
         self.send_json(status, _error_body(status, message, kind))
 
@@ -114,12 +119,12 @@ class _Handler(HardenedHandler):
         path = self.path.split("?")[0].rstrip("/")
         try:
             # The body is read (within the caps) before routing, so a kept-alive connection stays in sync.
-            body = loads_strict(self.read_body(self.server.limits.max_body_bytes))
+            body = loads_strict(self.read_body())
             if path != "/v1/chat/completions":
                 return self._error(404, f"no route POST {path} (this server has /v1/chat/completions)")
             job = parse_chat_request(body, self.server.aliases, self.server.limits)
         except HTTPError as e:
-            return self.reply_error(e, _error_body)
+            return self.reply_error(e)
         except LookupError as e:
             return self._error(404, str(e), "model_not_found")
         except (ValueError, TypeError) as e:
@@ -251,7 +256,7 @@ def make_server(
 
 def build_parser() -> argparse.ArgumentParser:
     d = Limits()
-    p = argparse.ArgumentParser(prog="gigpo serve", description="Serve a checkpoint or local model over an "
+    p = OneLineParser(prog="gigpo serve", description="Serve a checkpoint or local model over an "
                                 "OpenAI-compatible API (/v1/models, /v1/chat/completions), batching requests.")
     p.add_argument("model", metavar="CHECKPOINT_OR_MODEL",
                    help="run dir (newest checkpoint), checkpoint dir, model dir, tiny, smollm2-135m or a cached HF id")

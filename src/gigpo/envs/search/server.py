@@ -16,6 +16,7 @@ from gigpo.httputil import (
     HardenedHandler,
     HardenedHTTPServer,
     HTTPError,
+    OneLineParser,
     as_int,
     bind_error,
     loads_strict,
@@ -61,7 +62,7 @@ def make_server(retriever: Retriever, host: str = "127.0.0.1", port: int = 8000,
         raise ValueError(f"--topk {default_topk} must be in [1, {limits.max_topk}] (--max-topk)")
     server = RetrievalServer((host, port), _Handler)
     server.retriever, server.default_topk, server.n_docs, server.limits = retriever, default_topk, n_docs, limits
-    server.read_timeout_s = limits.read_timeout_s
+    server.read_timeout_s, server.max_body_bytes = limits.read_timeout_s, limits.max_body_bytes
     return server
 
 
@@ -72,10 +73,6 @@ class RetrievalServer(HardenedHTTPServer):
     default_topk: int
     n_docs: int | None
     limits: RetrieverLimits
-
-
-def _error_body(_status: int, message: str) -> dict[str, str]:
-    return {"error": message}
 
 
 class _Handler(HardenedHandler):
@@ -93,13 +90,13 @@ class _Handler(HardenedHandler):
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
         srv = self.server
         try:
-            raw = self.read_body(srv.limits.max_body_bytes)  # read before routing: keeps keep-alive in sync
+            raw = self.read_body()  # read before routing: keeps keep-alive in sync
             if self.path.rstrip("/") != "/retrieve":
                 self.send_json(404, {"error": f"no route POST {self.path}; use POST /retrieve"})
                 return
             queries, topk, scores = _parse_request(loads_strict(raw), srv.default_topk, srv.limits)
         except HTTPError as e:
-            self.reply_error(e, _error_body)
+            self.reply_error(e)
             return
         except ValueError as e:
             self.send_json(400, {"error": str(e)})
@@ -169,7 +166,7 @@ def check_corpus(path: str | Path) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     d = RetrieverLimits()
-    p = argparse.ArgumentParser(prog="gigpo serve-retriever", description=(
+    p = OneLineParser(prog="gigpo serve-retriever", description=(
         "Serve BM25 retrieval over a JSONL corpus with Search-R1's API (POST /retrieve)."))
     p.add_argument("--corpus", required=True, help='JSONL corpus, one {"id", "contents": "\\"Title\\"\\ntext"} a line')
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
