@@ -97,6 +97,10 @@ def validate(cfg: Config) -> None:
     _check(a.step_weight >= 0, "algorithm.step_weight must be >= 0")
     _check(a.std_ddof in (0, 1), "algorithm.std_ddof must be 0 (population std) or 1 (unbiased)")
     _check(a.compat in (None, "verl-agent"), "algorithm.compat must be null or 'verl-agent'")
+    _check(a.compat is None or a.std_ddof == 1,
+           "algorithm.compat=verl-agent reproduces torch.std (ddof 1); it cannot be combined with algorithm.std_ddof=0")
+    _check(a.compat is None or cfg.grouping.metric in ("exact", "state_key", "ro"),
+           "algorithm.compat=verl-agent groups by exact anchors or Ratcliff-Obershelp (grouping.metric=ro) only")
     _check(a.value_coef >= 0, "algorithm.value_coef must be >= 0")
     _check(0 < cfg.grouping.threshold <= 1, "grouping.threshold must be in (0, 1]")
     _check(o.lr > 0, f"optim.lr must be a finite number > 0, got {o.lr!r}")

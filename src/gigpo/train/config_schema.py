@@ -88,6 +88,9 @@ class RolloutConfig:
     overlong_penalty: float = 1.0  #: reward added at the full length is -overlong_penalty (linear ramp)
     #: seconds one env reset/step may take; a slower (hung) env ends its trajectory as failed and is replaced
     env_timeout_s: float = 60.0
+    #: where env calls run: "inline" (a watchdog thread; a hung env is abandoned) or "process" (one worker process
+    #: per env; a hung env is killed and a turn's steps run in parallel — for slow or crash-prone envs)
+    env_workers: Literal["inline", "process"] = "inline"
 
 
 @dataclass

@@ -10,7 +10,7 @@ import numpy as np
 import yaml
 
 from gigpo.agent.prompt import PromptBuilder
-from gigpo.envs import make as make_env
+from gigpo.envs.guard import registered_factory
 from gigpo.envs.registry import get_spec
 from gigpo.rollout import Collector, HFEngine, RolloutBatch
 from gigpo.train import rng_streams
@@ -45,7 +45,8 @@ def env_factory(cfg: Config, split: str | None = None):
         params = inspect.signature(get_spec(cfg.env.name).load()).parameters
         if "split" in params:
             options["split"] = split
-    return lambda: make_env(cfg.env.name, **options)
+    # picklable (not a lambda), so rollout.env_workers=process can send it to worker processes
+    return registered_factory(cfg.env.name, **options)
 
 
 def probe_env(cfg: Config) -> None:
@@ -107,7 +108,7 @@ def build_collector(cfg: Config, engine: Any, tokenizer: Any, split: str | None 
         env_factory(cfg, split), engine, builder, max_steps=r.max_steps, max_response_tokens=r.max_response_tokens,
         temperature=r.temperature, top_p=r.top_p, invalid_penalty=r.invalid_penalty,
         history_length=cfg.prompt.history_length, require_think=cfg.prompt.require_think,
-        env_timeout_s=r.env_timeout_s, env_name=cfg.env.name, env_workers=getattr(r, "env_workers", "inline"),
+        env_timeout_s=r.env_timeout_s, env_name=cfg.env.name, env_workers=r.env_workers,
     )
     if r.mode == "concat":  # one growing sequence per trajectory (RAGEN-style), in training and evaluation alike
         from gigpo.train.algorithms import context_limit
