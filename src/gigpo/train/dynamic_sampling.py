@@ -10,6 +10,7 @@ import numpy as np
 
 from gigpo.rollout.batch import COLUMNS, RolloutBatch
 from gigpo.rollout.concat import to_concat_batch
+from gigpo.train import rng_streams
 from gigpo.train.evaluate import EVAL_SEED_BASE, train_seeds
 
 
@@ -23,7 +24,8 @@ def round_seeds(seed: int, iteration: int, round_: int, n: int) -> list[int]:
     sampling sees the same tasks); later rounds draw fresh train seeds from (seed, iteration, round)."""
     if round_ == 0:
         return train_seeds(seed, iteration, n)
-    return np.random.default_rng([seed, iteration, 1, round_]).integers(0, EVAL_SEED_BASE, size=n).tolist()
+    rng = np.random.default_rng([seed, iteration, rng_streams.TRAIN_TASKS, round_])
+    return rng.integers(0, EVAL_SEED_BASE, size=n).tolist()
 
 
 def overlong_penalty(lengths: Any, max_len: int, buffer_frac: float, penalty: float = 1.0) -> np.ndarray:

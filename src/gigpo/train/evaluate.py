@@ -30,12 +30,14 @@ EVAL_SEED_BASE = 2**30
 
 def train_seeds(seed: int, iteration: int, n: int) -> list[int]:
     """Task seeds of one iteration, a pure function of (run seed, iteration) so resumes replay them."""
-    return np.random.default_rng([seed, iteration, rng_streams.TRAIN_TASKS]).integers(0, EVAL_SEED_BASE, size=n).tolist()
+    rng = np.random.default_rng([seed, iteration, rng_streams.TRAIN_TASKS])
+    return rng.integers(0, EVAL_SEED_BASE, size=n).tolist()
 
 
 def eval_seeds(seed: int, n: int) -> list[int]:
     """``n`` held-out seeds; the first k of ``eval_seeds(s, n)`` are the same for every n ≥ k."""
-    return (EVAL_SEED_BASE + np.random.default_rng([seed, rng_streams.EVAL_TASKS]).integers(0, EVAL_SEED_BASE, size=n)).tolist()
+    rng = np.random.default_rng([seed, rng_streams.EVAL_TASKS])
+    return (EVAL_SEED_BASE + rng.integers(0, EVAL_SEED_BASE, size=n)).tolist()
 
 
 def env_factory(cfg: Config, split: str | None = None):

@@ -20,6 +20,7 @@ import yaml
 from gigpo.algo import kl_penalty
 from gigpo.algo.losses import aggregate, value_loss
 from gigpo.rollout import HFEngine, RolloutBatch
+from gigpo.train import rng_streams
 from gigpo.train.algorithms import spec_of
 from gigpo.train.checkpoint import list_checkpoints, restore_rng, save_checkpoint, set_aside
 from gigpo.train.config import Config
@@ -183,7 +184,8 @@ class Trainer:
         cfg = self.cfg
         # Every random draw of an iteration derives from (seed, iteration): an interrupted and resumed run
         # replays exactly what an uninterrupted one does.
-        torch.manual_seed(int(np.random.default_rng([cfg.train.seed, it, 3]).integers(2**62)))
+        torch_seed = np.random.default_rng([cfg.train.seed, it, rng_streams.TORCH_SEED]).integers(2**62)
+        torch.manual_seed(int(torch_seed))
         lr = lr_at(cfg, it)
         for group in self.optimizer.param_groups:
             group["lr"] = lr * group.get("lr_scale", 1.0)
@@ -237,7 +239,7 @@ class Trainer:
         if self.value_head is not None:
             critic = (torch.as_tensor(prep["values"], dtype=torch.float32),
                       torch.as_tensor(targets, dtype=torch.float32))
-        gen = np.random.default_rng([self.cfg.train.seed, it, 4])
+        gen = np.random.default_rng([self.cfg.train.seed, it, rng_streams.MINIBATCH_ORDER])
         self.model.train()
         acc: dict[str, list[float]] = {}
         skipped = 0
