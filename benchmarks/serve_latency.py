@@ -1,6 +1,6 @@
 """Measure how long a short `gigpo serve` request waits behind one long request (head-of-line blocking).
 
-    python benchmarks/serve_latency.py [--long-tokens 900] [--reps 3]
+    python benchmarks/serve_latency.py [--long-tokens 900] [--reps 3] [--slice-tokens 32]
 
 Serves the tiny model in-process on an ephemeral loopback port (one torch thread), then prints, in seconds:
 the median latency of a short request (max_tokens=1) on an idle server; the latency of the same short request
@@ -36,9 +36,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--long-tokens", type=int, default=900)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--slice-tokens", type=int, default=None, help="passed to make_server when given")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    srv = make_server("tiny", port=0, device="cpu")
+    extra = {} if args.slice_tokens is None else {"slice_tokens": args.slice_tokens}
+    srv = make_server("tiny", port=0, device="cpu", **extra)
     th = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
     th.start()
     try:
