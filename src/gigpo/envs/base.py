@@ -1,4 +1,4 @@
-"""The text-environment contract every gigpo env implements (see DESIGN.md "Envs")."""
+"""The text-environment contract every gigpo env implements (docs/design.md "Rooms and arrows")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The flat table of step records the collector returns (DESIGN.md "The data that flows")."""
+"""The flat table of step records the collector returns (docs/design.md "The data that flows")."""
 
 from __future__ import annotations
 
