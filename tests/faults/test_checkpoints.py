@@ -209,3 +209,18 @@ def test_rng_state_round_trips_through_json(tmp_path):
     (tmp_path / "rng.json").write_text("[1, 2]")
     with pytest.raises(CheckpointError, match="not an RNG state"):
         load_rng_state(tmp_path)
+
+
+def test_eval_and_serve_load_only_a_verified_checkpoint(run):
+    """`gigpo eval --checkpoint RUN` / `gigpo serve RUN` locate the model the way resume does: a truncated newest
+    checkpoint is skipped with a warning, and a damaged checkpoint named directly is an error, never loaded."""
+    from gigpo.train.evaluate import locate_checkpoint
+
+    weights = checkpoint_dir(run, 2) / "model" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.warns(UserWarning, match="iter_000002.*truncated"):
+        model_dir, cfg = locate_checkpoint(run)
+    assert model_dir == checkpoint_dir(run, 1) / "model" and cfg is not None
+    with pytest.raises(FileNotFoundError, match="damaged.*truncated"):
+        locate_checkpoint(checkpoint_dir(run, 2))
+    assert locate_checkpoint(checkpoint_dir(run, 1))[0] == checkpoint_dir(run, 1) / "model"

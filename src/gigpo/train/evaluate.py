@@ -140,16 +140,25 @@ def run_evaluation(collector: Collector, seed: int, episodes: int, temperature: 
 
 def locate_checkpoint(path: str | Path) -> tuple[Path, Config | None]:
     """``(model_dir, run_config)`` for a run dir (newest checkpoint), a checkpoint dir, or a plain model dir."""
-    from gigpo.train.checkpoint import list_checkpoints
+    import warnings
+
+    from gigpo.train.checkpoint import MANIFEST_FILE, newest_intact_checkpoint, verify_checkpoint
 
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"checkpoint {str(p)!r} does not exist")
     if (p / "config.yaml").exists() and (p / "checkpoints").exists():
-        ckpts = list_checkpoints(p)
-        if not ckpts:
-            raise FileNotFoundError(f"run directory {p} has no complete checkpoint")
-        p = ckpts[-1]
+        # the same verification as resume: a truncated or tampered newest checkpoint is skipped, never loaded
+        newest, skipped = newest_intact_checkpoint(p)
+        for ckpt, why in skipped:
+            warnings.warn(f"skipping checkpoint {ckpt}: {why}", stacklevel=2)
+        if newest is None:
+            raise FileNotFoundError(f"run directory {p} has no intact checkpoint")
+        p = newest
+    elif (p / MANIFEST_FILE).exists():  # a checkpoint directory given directly: it must verify too
+        why = verify_checkpoint(p)
+        if why is not None:
+            raise FileNotFoundError(f"checkpoint {p} is damaged: {why}")
     if (p / "model").exists():
         run_cfg = p.parent.parent / "config.yaml"
         cfg = config_from_dict(yaml.safe_load(run_cfg.read_text())) if run_cfg.exists() else None
