@@ -220,15 +220,20 @@ def positive_int_arg(text: str) -> int:
     return v
 
 
-def positive_float_arg(text: str) -> float:
-    """argparse type of a duration: a finite number > 0."""
+def positive_float_arg(text: str, *, zero_ok: bool = False) -> float:
+    """argparse type of a duration: a finite number > 0 (>= 0 with ``zero_ok``)."""
     try:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not (math.isfinite(v) and v > 0):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number > 0")
+    if not (math.isfinite(v) and (v > 0 or (zero_ok and v == 0))):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number {'>=' if zero_ok else '>'} 0")
     return v
+
+
+def nonnegative_float_arg(text: str) -> float:
+    """argparse type of a wait that may be zero: a finite number >= 0."""
+    return positive_float_arg(text, zero_ok=True)
 
 
 def bind_error(e: OSError, host: str, port: int) -> str:

@@ -306,6 +306,24 @@ def test_bad_or_taken_port_is_one_line_and_exit_2(main, prog, args, corpus, caps
         assert time.monotonic() - t0 < 5  # bound before the model loads / the index is built
 
 
+@pytest.mark.parametrize("main, prog, args, words", [
+    (serve_main, "gigpo serve", ["tiny", "--max-n", "0"], "--max-n"),
+    (serve_main, "gigpo serve", ["tiny", "--max-body-bytes", "1e9"], "--max-body-bytes"),
+    (serve_main, "gigpo serve", ["tiny", "--read-timeout", "inf"], "--read-timeout"),
+    (serve_main, "gigpo serve", ["tiny", "--batch-wait-ms", "-1"], "--batch-wait-ms"),
+    (serve_main, "gigpo serve", ["tiny", "--port", "0", "--max-prompt-tokens", "1024"], "context length of 1024"),
+    (retriever_main, "gigpo serve-retriever", ["--corpus", "CORPUS", "--topk", "101"], "--max-topk"),
+    (retriever_main, "gigpo serve-retriever", ["--corpus", "CORPUS", "--max-queries", "-5"], "--max-queries"),
+])
+def test_bad_limits_fail_at_start_in_one_line(main, prog, args, words, corpus, capsys):
+    args = [str(corpus) if a == "CORPUS" else a for a in args]
+    try:
+        rc = main(args)
+    except SystemExit as e:  # argparse: flag type errors
+        rc = e.code
+    assert rc == 2 and words in _one_error_line(capsys.readouterr().err, prog)
+
+
 @pytest.mark.parametrize("text, words", [
     (None, "no such file"),
     ("", "empty corpus"),

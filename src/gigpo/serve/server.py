@@ -21,6 +21,7 @@ from gigpo.httputil import (
     as_int,
     bind_error,
     loads_strict,
+    nonnegative_float_arg,
     port_arg,
     positive_float_arg,
     positive_int_arg,
@@ -119,10 +120,10 @@ class _Handler(HardenedHandler):
         path = self.path.split("?")[0].rstrip("/")
         try:
             # The body is read (within the caps) before routing, so a kept-alive connection stays in sync.
-            body = loads_strict(self.read_body())
+            raw = self.read_body()
             if path != "/v1/chat/completions":
                 return self._error(404, f"no route POST {path} (this server has /v1/chat/completions)")
-            job = parse_chat_request(body, self.server.aliases, self.server.limits)
+            job = parse_chat_request(loads_strict(raw), self.server.aliases, self.server.limits)
         except HTTPError as e:
             return self.reply_error(e)
         except LookupError as e:
@@ -267,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="auto")
     p.add_argument("--seed", type=int, default=0, help="weights seed of the tiny model")
     p.add_argument("--max-batch", type=positive_int_arg, default=32, help="most rows per generate call")
-    p.add_argument("--batch-wait-ms", type=float, default=5.0, help="how long an idle server gathers a batch")
+    p.add_argument("--batch-wait-ms", type=nonnegative_float_arg, default=5.0, help="how long an idle server gathers a batch")
     p.add_argument("--slice-tokens", type=positive_int_arg, default=32,
                    help="tokens decoded per request before the next request gets a turn (default 32)")
     g = p.add_argument_group("per-request limits (over a limit: HTTP 400/413)")
