@@ -21,8 +21,8 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-#: Listen backlog. socketserver's default of 5 resets connections as soon as a few dozen clients connect at once
-#: (measured: 10-80 of 100 concurrent loopback clients failed); the kernel caps this at net.core.somaxconn.
+#: Listen backlog. socketserver's default of 5 drops connections as soon as a few dozen clients connect at once
+#: (measured: 0-84 of 100 concurrent loopback clients failed per burst); the kernel caps it at net.core.somaxconn.
 BACKLOG = 1024
 #: After a 413 the server still reads and discards up to this much of the refused body (never parsing or storing
 #: it), within ``DRAIN_S`` seconds, so an ordinary client that sends the whole body before reading gets the 413

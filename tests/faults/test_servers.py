@@ -115,7 +115,7 @@ def test_100_concurrent_fresh_connections_are_all_answered(which, request):
 
     def one() -> None:
         try:
-            start.wait()  # all connect at once: a backlog of 5 reset 10-80 of these
+            start.wait()  # all connect at once: a backlog of 5 failed 0-84 of these
             c = http.client.HTTPConnection(*_addr(srv), timeout=20)
             c.request("GET" if body is None else "POST", path, body=body)
             r = c.getresponse()
