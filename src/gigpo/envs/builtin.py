@@ -8,6 +8,7 @@ register("frozenlake", "gigpo.envs.frozenlake:FrozenLakeEnv", "gymnasium FrozenL
 register("webshop", "gigpo.envs.webshop:WebShopEnv", "Offline WebShop: search, browse and buy from a generated catalog.")
 register("webshop-original", "gigpo.envs.webshop.env:OriginalWebShopEnv", "WebShop's own products and human goals, read from env.data_dir (never downloaded).")
 register("search", "gigpo.envs.search:SearchEnv", "Search-R1-style QA: search a corpus, then answer (exact match).")
+register("lock", "gigpo.envs.lock:LockEnv", "Combination-lock rooms with traps: sparse reward, recurring states (credit assignment).")
 # Noisy variants: ads inserted into observations (the GiGPO paper's noise experiment).
 register("webshop-noisy", "gigpo.envs.wrappers:make_noisy", "webshop with ads inserted into pages.", base="webshop")
 register("webshop-original-noisy", "gigpo.envs.wrappers:make_noisy", "webshop-original with ads inserted into pages.", base="webshop-original")
