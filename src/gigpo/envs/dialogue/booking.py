@@ -85,7 +85,8 @@ class BookingEnv(DialogueEnv):
 
     def __init__(self, *, n_restaurants: int = 6, max_turns: int = 10, turn_penalty: float = 0.02,
                  offer_penalty: float = 0.1, area_penalty: float = 0.2, max_bad_offers: int = 3,
-                 user: str = "rules", user_base_url: str | None = None, user_timeout_s: float = 30.0, user_retries: int = 2,
+                 user: str = "rules", user_base_url: str | None = None, user_api_key_env: str | None = None,
+                 user_timeout_s: float = 30.0, user_retries: int = 2,
                  paraphrase_seed: int = 0, max_reply_chars: int = MAX_REPLY_CHARS) -> None:
         if not 2 <= n_restaurants <= len(NAMES):
             raise ValueError(f"n_restaurants must be in [2, {len(NAMES)}]")

@@ -58,7 +58,7 @@ class GuessEnv(DialogueEnv):
                     "habitat, color or size, then name the animal from the list.")
 
     def __init__(self, *, n_candidates: int = 6, max_turns: int = 8, turn_cost: float = 0.1, min_score: float = 0.2,
-                 user: str = "rules", user_base_url: str | None = None,
+                 user: str = "rules", user_base_url: str | None = None, user_api_key_env: str | None = None,
                  user_timeout_s: float = 30.0, user_retries: int = 2,
                  paraphrase_seed: int = 0, max_reply_chars: int = MAX_REPLY_CHARS) -> None:
         if not 2 <= n_candidates <= len(CATALOG):
