@@ -37,12 +37,14 @@ class LLMUser:
 
     * Construction probes the server once (``GET /models``); unreachable or rejecting → ``ValueError`` with one
       line naming ``env.user_base_url`` (so ``gigpo train`` stops with exit 2 before any model loads).
+    * Each request carries the persona, the last ``history_turns`` exchanges and this turn's brief.
     * :meth:`reply` raises :class:`EnvError` when the request fails after retries or the reply is empty; the env
       guard then fails that one trajectory cleanly.
     """
 
     def __init__(self, model: str, base_url: str | None, *, api_key_env: str | None = None, timeout_s: float = 30.0,
-                 retries: int = 2, max_tokens: int = 48, temperature: float = 0.7, seed: int = 0) -> None:
+                 retries: int = 2, max_tokens: int = 48, temperature: float = 0.7, history_turns: int = 4,
+                 seed: int = 0) -> None:
         if not model:
             raise ValueError("env.user='openai:MODEL' needs a model name after 'openai:'")
         if not base_url:
@@ -61,6 +63,7 @@ class LLMUser:
         except ValueError as err:
             raise ValueError(f"env.user_base_url={base_url!r}: {err}") from None
         self.model, self.max_tokens, self.temperature = model, int(max_tokens), float(temperature)
+        self.history_turns = int(history_turns)
         self.name = f"openai:{model}"
         try:
             self.status = self.client.probe(model)
@@ -71,7 +74,9 @@ class LLMUser:
 
     def reply(self, system_prompt: str, conversation: list[tuple[str, str]], agent_text: str, convey: str) -> str:
         messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
-        for agent, user in conversation:
+        # Only the last few exchanges: the persona holds the whole goal, and a long dialogue must not outgrow a
+        # small model's context (the env keeps the true state either way).
+        for agent, user in conversation[-self.history_turns:] if self.history_turns else []:
             messages += [{"role": "user", "content": agent}, {"role": "assistant", "content": user}]
         messages.append({"role": "user", "content": f"{agent_text}\n\n(Stay in character. What you should convey "
                                                     f"in this reply: {convey})"})
