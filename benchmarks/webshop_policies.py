@@ -1,69 +1,37 @@
 """Offline WebShop: catalog/goal statistics and scripted-policy scores (oracle, rule baselines, random).
 
 python benchmarks/webshop_policies.py [--goals 500] [--split test] [--num-products 1000] [--catalog-seed 0]
+    [--difficulty hard|easy] [--paraphrase P] [--hidden-attributes P] [--near-misses N] [--goal-option-rate P]
+    [--item-page-options P]
+python benchmarks/webshop_policies.py --data-dir /path/to/WebShop/data   # the same table on webshop-original
+
+The real WebShop (Yao et al. 2022) reports 45.6 score / 9.6 % success for its rule baseline ("first result, buy").
 """
 
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
 
-from gigpo.envs.webshop import WebShopEnv, oracle_action, random_action
+from gigpo.envs.webshop import OriginalWebShopEnv, WebShopEnv
 from gigpo.envs.webshop.catalog import generate_catalog, load_or_build
-from gigpo.envs.webshop.policies import goal_query
+from gigpo.envs.webshop.hard import resolve_difficulty
+from gigpo.envs.webshop.policies import policy_table
 from gigpo.envs.webshop.search import SearchIndex
 
-
-def rule_action(env: WebShopEnv, choose_options: bool) -> str:
-    """WebShop paper's rule baseline: search the instruction, open the first result, buy. With ``choose_options``
-    it first clicks every option value of the item page that appears verbatim in the instruction."""
-    s = env.page
-    if s.kind == "search":
-        return f"search[{goal_query(env.goal)}]"
-    if s.kind == "results":
-        return f"click[{env.results[0].lower()}]" if env.results else "click[back to search]"
-    if s.kind == "item" and choose_options:
-        chosen = {v for _, v in s.options}
-        text = env.goal["instruction_text"]
-        for values in env.product(s.asin)["options"].values():
-            for v in values:
-                if v in text and v not in chosen and not any(c in values for c in chosen):
-                    return f"click[{v}]"
-    return "click[buy now]"
+KNOBS = ("paraphrase", "hidden_attributes", "near_misses", "goal_option_rate", "item_page_options")
 
 
-def run(env: WebShopEnv, policy: Callable[[WebShopEnv], str], n: int) -> dict[str, float]:
-    scores, wins, steps = [], 0, 0
+def catalog_stats(num_products: int, seed: int, difficulty) -> None:
     t0 = time.perf_counter()
-    for seed in range(n):
-        env.reset(seed)
-        r, info = 0.0, {"won": False}
-        while not env.done:
-            _, r, _, info = env.step(policy(env))
-            steps += 1
-        scores.append(r)
-        wins += bool(info["won"])
-    dt = time.perf_counter() - t0
-    return {
-        "score": statistics.mean(scores),
-        "success": wins / n,
-        "steps": steps / n,
-        "ms_step": 1e3 * dt / steps,
-    }
-
-
-def catalog_stats(num_products: int, seed: int) -> None:
-    t0 = time.perf_counter()
-    data = generate_catalog(num_products, seed)
+    data = generate_catalog(num_products, seed, difficulty=difficulty)
     t_gen = time.perf_counter() - t0
     with tempfile.TemporaryDirectory() as d:
-        load_or_build(num_products, seed, cache_dir=d)
+        load_or_build(num_products, seed, cache_dir=d, difficulty=difficulty)
         t0 = time.perf_counter()
-        load_or_build(num_products, seed, cache_dir=d)
+        load_or_build(num_products, seed, cache_dir=d, difficulty=difficulty)
         t_load = time.perf_counter() - t0
     t0 = time.perf_counter()
     SearchIndex(data["products"])
@@ -85,6 +53,7 @@ def catalog_stats(num_products: int, seed: int) -> None:
         f"goals: train {len(data['goals']['train'])}, test {len(data['goals']['test'])}; "
         f"attributes/goal {statistics.mean(len(g['attributes']) for g in goals):.2f}, "
         f"options/goal {statistics.mean(len(g['goal_options']) for g in goals):.2f}, "
+        f"without options {sum(not g['goal_options'] for g in goals) / len(goals):.1%}, "
         f"with a price limit {sum(g['price_upper'] < 1e6 for g in goals) / len(goals):.1%}"
     )
     print(
@@ -98,21 +67,27 @@ def main() -> None:
     ap.add_argument("--split", default="test")
     ap.add_argument("--num-products", type=int, default=1000)
     ap.add_argument("--catalog-seed", type=int, default=0)
+    ap.add_argument("--difficulty", default="hard", choices=("hard", "easy"))
+    for k in KNOBS:
+        ap.add_argument("--" + k.replace("_", "-"), type=int if k == "near_misses" else float, default=None)
+    ap.add_argument("--data-dir", default=None, help="run on webshop-original (WebShop's data folder) instead")
     args = ap.parse_args()
-    catalog_stats(args.num_products, args.catalog_seed)
-    env = WebShopEnv(split=args.split, num_products=args.num_products, catalog_seed=args.catalog_seed)
+    if args.data_dir is not None:
+        env: WebShopEnv = OriginalWebShopEnv(data_dir=args.data_dir, split=args.split, num_products=args.num_products)
+        print(f"webshop-original: {len(env.catalog.products)} products from {args.data_dir}")
+    else:
+        knobs = {k: getattr(args, k) for k in KNOBS}
+        difficulty = resolve_difficulty(args.difficulty, **knobs)
+        print(f"difficulty: {args.difficulty} {difficulty or ''}")
+        catalog_stats(args.num_products, args.catalog_seed, difficulty)
+        env = WebShopEnv(
+            split=args.split, num_products=args.num_products, catalog_seed=args.catalog_seed,
+            difficulty=args.difficulty, **knobs,
+        )
     n = min(args.goals, len(env.goals))
-    rng = random.Random(0)
-    policies: dict[str, Callable[[WebShopEnv], str]] = {
-        "oracle": oracle_action,
-        "rule: first result + options in text": lambda e: rule_action(e, True),
-        "rule: first result, buy": lambda e: rule_action(e, False),
-        "random": lambda e: random_action(e, rng),
-    }
     print(f"\n{n} {args.split} goals, max_steps {env.max_steps}")
     print(f"{'policy':40s} {'score':>7s} {'success':>8s} {'steps':>6s} {'ms/step':>8s}")
-    for name, policy in policies.items():
-        m = run(env, policy, n)
+    for name, m in policy_table(env, n).items():
         print(f"{name:40s} {m['score']:7.3f} {m['success']:8.3f} {m['steps']:6.2f} {m['ms_step']:8.3f}")
 
 

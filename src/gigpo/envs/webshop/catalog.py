@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gigpo.envs.webshop.vocab import (
     BRAND_CODAS,
@@ -22,6 +22,9 @@ from gigpo.envs.webshop.vocab import (
     REVIEW_TITLES,
     Category,
 )
+
+if TYPE_CHECKING:
+    from gigpo.envs.webshop.hard import Difficulty
 
 #: Bump when generation changes, so stale caches are rebuilt instead of read.
 CATALOG_VERSION = 1
@@ -235,14 +238,42 @@ def goal_for(
     }
 
 
-def generate_catalog(num_products: int, seed: int, goals_per_product: int = 2) -> dict[str, Any]:
-    """Products and goals, a pure function of ``(num_products, seed, goals_per_product)``.
+def distinct_goals(
+    rng: random.Random, products: list[Product], goals_per_product: int, make: Callable[[random.Random, Product], Goal]
+) -> list[Goal]:
+    """Up to ``goals_per_product`` goals per product with distinct (attributes, options), product by product
+    (``3 * goals_per_product`` tries each)."""
+    goals: list[Goal] = []
+    for p in products:
+        seen: set[str] = set()
+        for _ in range(goals_per_product * 3):  # a few retries for distinct goals
+            g = make(rng, p)
+            key = json.dumps([sorted(g["attributes"]), sorted(g["goal_options"].items())])
+            if key not in seen:
+                seen.add(key)
+                goals.append(g)
+            if len(seen) == goals_per_product:
+                break
+    return goals
+
+
+def generate_catalog(
+    num_products: int, seed: int, goals_per_product: int = 2, difficulty: Difficulty | None = None
+) -> dict[str, Any]:
+    """Products and goals, a pure function of ``(num_products, seed, goals_per_product, difficulty)``.
+
+    ``difficulty`` None is the easy generator described here (the catalog before the difficulty knobs, unchanged);
+    a ``Difficulty`` runs the hard generator of ``hard.py`` with those knobs.
 
     Products come in families of 1-4 siblings; families cycle through the categories (balanced); each product gets ``goals_per_product`` distinct goals. Goals are
     shuffled with the seed; the first ``TEST_FRACTION`` form the test split, the rest the train split.
     """
     if num_products < 1:
         raise ValueError("num_products must be >= 1")
+    if difficulty is not None:
+        from gigpo.envs.webshop.hard import generate_hard
+
+        return generate_hard(num_products, seed, goals_per_product, difficulty)
     rng = random.Random(f"webshop-catalog-{seed}")
     brands = _brands(rng, max(40, num_products // 8))
     asins = _asins(rng, num_products)
@@ -255,17 +286,7 @@ def generate_catalog(num_products: int, seed: int, goals_per_product: int = 2) -
         f += 1
     # Siblings must not sit next to each other in catalog order (ties in search keep catalog order).
     rng.shuffle(products)
-    goals: list[Goal] = []
-    for p in products:
-        seen: set[str] = set()
-        for _ in range(goals_per_product * 3):  # a few retries for distinct goals
-            g = _make_goal(rng, p)
-            key = json.dumps([sorted(g["attributes"]), sorted(g["goal_options"].items())])
-            if key not in seen:
-                seen.add(key)
-                goals.append(g)
-            if len(seen) == goals_per_product:
-                break
+    goals = distinct_goals(rng, products, goals_per_product, _make_goal)
     rng.shuffle(goals)
     n_test = max(1, round(TEST_FRACTION * len(goals)))
     return {
@@ -284,7 +305,16 @@ def default_cache_dir() -> Path:
     return Path(root) / "gigpo" / "webshop"
 
 
-def _valid(data: Any, num_products: int, seed: int, goals_per_product: int) -> bool:
+def _valid(data: Any, num_products: int, seed: int, goals_per_product: int, difficulty: Difficulty | None) -> bool:
+    if difficulty is not None:
+        from dataclasses import asdict
+
+        from gigpo.envs.webshop.hard import HARD_VERSION
+
+        if not isinstance(data, dict) or data.get("hard_version") != HARD_VERSION:
+            return False
+        if data.get("difficulty") != asdict(difficulty):
+            return False
     return (
         isinstance(data, dict)
         and data.get("version") == CATALOG_VERSION
@@ -299,23 +329,28 @@ def _valid(data: Any, num_products: int, seed: int, goals_per_product: int) -> b
 
 
 def load_or_build(
-    num_products: int, seed: int, goals_per_product: int = 2, cache_dir: str | os.PathLike[str] | None = None
+    num_products: int,
+    seed: int,
+    goals_per_product: int = 2,
+    cache_dir: str | os.PathLike[str] | None = None,
+    difficulty: Difficulty | None = None,
 ) -> dict[str, Any]:
     """Read the catalog from the JSON cache, or generate it and write the cache atomically (temp file + rename).
 
     A missing, unreadable, corrupt or stale cache file is rebuilt from the seed; an unwritable cache directory only
-    warns. Either way the result equals ``generate_catalog(num_products, seed, goals_per_product)``.
+    warns. Either way the result equals ``generate_catalog(num_products, seed, goals_per_product, difficulty)``.
     """
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    path = folder / f"catalog-v{CATALOG_VERSION}-n{num_products}-s{seed}-g{goals_per_product}.json"
+    level = "" if difficulty is None else f"-hard{_hard_version()}-{difficulty.tag()}"
+    path = folder / f"catalog-v{CATALOG_VERSION}{level}-n{num_products}-s{seed}-g{goals_per_product}.json"
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-        if _valid(data, num_products, seed, goals_per_product):
+        if _valid(data, num_products, seed, goals_per_product, difficulty):
             return data
     except (OSError, ValueError, UnicodeDecodeError):
         pass
-    data = generate_catalog(num_products, seed, goals_per_product)
+    data = generate_catalog(num_products, seed, goals_per_product, difficulty)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=folder)
@@ -329,6 +364,12 @@ def load_or_build(
     except OSError as e:
         warnings.warn(f"webshop: could not write catalog cache {path}: {e}", stacklevel=2)
     return data
+
+
+def _hard_version() -> int:
+    from gigpo.envs.webshop.hard import HARD_VERSION
+
+    return HARD_VERSION
 
 
 @dataclass
@@ -361,8 +402,12 @@ def shared_catalog(key: tuple[Any, ...], load: Callable[[], dict[str, Any]]) -> 
 
 
 def get_catalog(
-    num_products: int, seed: int, goals_per_product: int = 2, cache_dir: str | os.PathLike[str] | None = None
+    num_products: int,
+    seed: int,
+    goals_per_product: int = 2,
+    cache_dir: str | os.PathLike[str] | None = None,
+    difficulty: Difficulty | None = None,
 ) -> Catalog:
     """The process-wide generated catalog for these parameters, built (or read from cache) on first use only."""
-    key = ("generated", CATALOG_VERSION, num_products, seed, goals_per_product)
-    return shared_catalog(key, lambda: load_or_build(num_products, seed, goals_per_product, cache_dir))
+    key = ("generated", CATALOG_VERSION, num_products, seed, goals_per_product, difficulty)
+    return shared_catalog(key, lambda: load_or_build(num_products, seed, goals_per_product, cache_dir, difficulty))

@@ -10,6 +10,7 @@ from typing import Any
 
 from gigpo.envs.base import Env, EnvError
 from gigpo.envs.webshop.catalog import Catalog, Goal, Product, get_catalog
+from gigpo.envs.webshop.hard import resolve_difficulty
 from gigpo.envs.webshop.pages import BACK_TO_SEARCH, NEXT_PAGE, PREV_PAGE, PageState, clickables, render
 from gigpo.envs.webshop.reward import get_reward
 
@@ -28,6 +29,10 @@ click[buy now]. The episode ends on Buy Now with a score in [0, 1]; a perfect ma
 class WebShopEnv(Env):
     """Offline WebShop. See docs/envs/webshop.md for the pages, the reward and the differences from the original.
 
+    ``difficulty``: ``"hard"`` (default: paraphrased instructions, near-miss distractors, options to choose,
+    calibrated to the real WebShop's rule baseline) or ``"easy"`` (the earlier catalog, reproduced exactly); the
+    five knobs after it override the hard defaults (``gigpo.envs.webshop.hard.Difficulty``).
+
     ``reset(seed)`` picks goal ``seed mod len(split goals)``. ``info["state_key"]`` is (page kind, query, results
     page, ASIN, chosen options); ``info["admissible_actions"]`` lists ``click[x]`` for every clickable on the page,
     plus the hint ``search[<your query>]`` where the search box is; ``info["available_actions"]`` is WebShop's own
@@ -45,9 +50,24 @@ class WebShopEnv(Env):
         max_steps: int = 15,
         cache_dir: str | os.PathLike[str] | None = None,
         goals_per_product: int = 2,
+        difficulty: str = "hard",
+        paraphrase: float | None = None,
+        hidden_attributes: float | None = None,
+        near_misses: int | None = None,
+        goal_option_rate: float | None = None,
+        item_page_options: float | None = None,
     ) -> None:
         self._check(split, max_steps)
-        self._setup(get_catalog(num_products, catalog_seed, goals_per_product, cache_dir), split, max_steps)
+        knobs = resolve_difficulty(
+            difficulty,
+            paraphrase=paraphrase,
+            hidden_attributes=hidden_attributes,
+            near_misses=near_misses,
+            goal_option_rate=goal_option_rate,
+            item_page_options=item_page_options,
+        )
+        catalog = get_catalog(num_products, catalog_seed, goals_per_product, cache_dir, knobs)
+        self._setup(catalog, split, max_steps)
 
     @staticmethod
     def _check(split: str, max_steps: int) -> None:

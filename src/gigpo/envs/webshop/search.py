@@ -40,8 +40,10 @@ def tokenize(text: str) -> list[str]:
 
 
 def document_text(p: dict[str, Any]) -> str:
-    """What a product is indexed by, as WebShop builds its Lucene documents."""
-    option_text = ", and ".join(f"{name}: {', '.join(values)}" for name, values in p["options"].items())
+    """What a product is indexed by, as WebShop builds its Lucene documents. A hard-catalog product with
+    ``indexed_options`` False keeps its option values out (they show on its item page only)."""
+    shown = p["options"].items() if p.get("indexed_options", True) else ()
+    option_text = ", and ".join(f"{name}: {', '.join(values)}" for name, values in shown)
     return " ".join([p["Title"], p["Description"], p["BulletPoints"][0], option_text]).lower()
 
 
