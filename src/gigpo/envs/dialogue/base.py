@@ -51,14 +51,15 @@ class DialogueEnv(Env):
 
     def __init__(self, *, max_turns: int, user: str = "rules", user_base_url: str | None = None,
                  user_api_key_env: str | None = None, user_timeout_s: float = 30.0, user_retries: int = 2,
-                 paraphrase_seed: int = 0, max_reply_chars: int = MAX_REPLY_CHARS) -> None:
+                 user_temperature: float = 0.7, paraphrase_seed: int = 0,
+                 max_reply_chars: int = MAX_REPLY_CHARS) -> None:
         if max_turns < 1 or max_reply_chars < 16:
             raise ValueError("max_turns must be >= 1 and max_reply_chars >= 16")
         self.max_turns = self.max_steps = int(max_turns)
         self.max_reply_chars = int(max_reply_chars)
         self.paraphrase_seed = int(paraphrase_seed)
         opts = {} if user == "rules" else {"api_key_env": user_api_key_env, "timeout_s": user_timeout_s,
-                                           "retries": user_retries}
+                                           "retries": user_retries, "temperature": user_temperature}
         self.user = make_user(user, user_base_url, **opts)
         self._seed = 0
         self._turn = 0

@@ -86,13 +86,14 @@ class BookingEnv(DialogueEnv):
     def __init__(self, *, n_restaurants: int = 6, max_turns: int = 10, turn_penalty: float = 0.02,
                  offer_penalty: float = 0.1, area_penalty: float = 0.2, max_bad_offers: int = 3,
                  user: str = "rules", user_base_url: str | None = None, user_api_key_env: str | None = None,
-                 user_timeout_s: float = 30.0, user_retries: int = 2,
+                 user_timeout_s: float = 30.0, user_retries: int = 2, user_temperature: float = 0.7,
                  paraphrase_seed: int = 0, max_reply_chars: int = MAX_REPLY_CHARS) -> None:
         if not 2 <= n_restaurants <= len(NAMES):
             raise ValueError(f"n_restaurants must be in [2, {len(NAMES)}]")
         super().__init__(max_turns=max_turns, user=user, user_base_url=user_base_url,
                          user_api_key_env=user_api_key_env, user_timeout_s=user_timeout_s,
-                         user_retries=user_retries, paraphrase_seed=paraphrase_seed,
+                         user_retries=user_retries, user_temperature=user_temperature,
+                         paraphrase_seed=paraphrase_seed,
                          max_reply_chars=max_reply_chars)
         self.n_restaurants, self.max_bad_offers = int(n_restaurants), int(max_bad_offers)
         self.turn_penalty, self.offer_penalty, self.area_penalty = turn_penalty, offer_penalty, area_penalty

@@ -59,13 +59,14 @@ class GuessEnv(DialogueEnv):
 
     def __init__(self, *, n_candidates: int = 6, max_turns: int = 8, turn_cost: float = 0.1, min_score: float = 0.2,
                  user: str = "rules", user_base_url: str | None = None, user_api_key_env: str | None = None,
-                 user_timeout_s: float = 30.0, user_retries: int = 2,
+                 user_timeout_s: float = 30.0, user_retries: int = 2, user_temperature: float = 0.7,
                  paraphrase_seed: int = 0, max_reply_chars: int = MAX_REPLY_CHARS) -> None:
         if not 2 <= n_candidates <= len(CATALOG):
             raise ValueError(f"n_candidates must be in [2, {len(CATALOG)}]")
         super().__init__(max_turns=max_turns, user=user, user_base_url=user_base_url,
                          user_api_key_env=user_api_key_env, user_timeout_s=user_timeout_s,
-                         user_retries=user_retries, paraphrase_seed=paraphrase_seed,
+                         user_retries=user_retries, user_temperature=user_temperature,
+                         paraphrase_seed=paraphrase_seed,
                          max_reply_chars=max_reply_chars)
         self.n_candidates, self.turn_cost, self.min_score = int(n_candidates), float(turn_cost), float(min_score)
         self.candidates: list[str] = []

@@ -43,7 +43,7 @@ class LLMUser:
     """
 
     def __init__(self, model: str, base_url: str | None, *, api_key_env: str | None = None, timeout_s: float = 30.0,
-                 retries: int = 2, max_tokens: int = 48, temperature: float = 0.7, history_turns: int = 4,
+                 retries: int = 2, max_tokens: int = 48, temperature: float = 0.7, history_turns: int = 3,
                  seed: int = 0) -> None:
         if not model:
             raise ValueError("env.user='openai:MODEL' needs a model name after 'openai:'")
