@@ -185,3 +185,18 @@ def test_parse_pricing_and_title_nouns():
         "man",
         "pack",
     ]
+
+
+def test_policy_table_runs_on_the_real_format_sample(data_dir):
+    """The calibration table's policies (benchmarks/webshop_policies.py --data-dir) on WebShop's file format, so
+    drift between the generated catalog's records and webshop-original's is caught here."""
+    from gigpo.envs.webshop.policies import policy_table
+
+    env = make("webshop-original", data_dir=str(data_dir), split="all", seed=0)
+    table = policy_table(env, len(env.goals))
+    assert {k: (v["score"], v["success"]) for k, v in table.items() if k != "random"} == {
+        "oracle": (1.0, 1.0),
+        "rule: first result + options in text": (1.0, 1.0),
+        "rule: first result, buy": (pytest.approx(0.8), 0.5),  # the shirt goal names options the rule skips
+    }
+    assert 0.0 <= table["random"]["score"] <= 1.0 and table["random"]["steps"] >= 1

@@ -142,6 +142,10 @@ def _near_miss(rng: random.Random, fam: dict[str, Any], spec: dict[str, Any]) ->
     return out
 
 
+def _differs(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return (a["attrs"], a["options"], a["pricing"]) != (b["attrs"], b["options"], b["pricing"])
+
+
 def _option_phrase(rng: random.Random, name: str, value: str, p: float) -> str:
     v = reword(rng, value, None, p)
     if name == "color":
@@ -185,7 +189,13 @@ def generate_hard(num_products: int, seed: int, goals_per_product: int, knobs: D
     while len(products) < num_products:
         fam = C._make_family(rng, CATEGORIES[f % len(CATEGORIES)], rng.choice(brands))
         base = _base_spec(rng, fam, knobs)
-        specs = [base] + [_near_miss(rng, fam, base) for _ in range(rng.randint(0, 2 * knobs.near_misses))]
+        specs = [base]
+        for _ in range(rng.randint(0, 2 * knobs.near_misses)):
+            for _try in range(5):  # two swaps can land on the same product: keep siblings distinct
+                spec = _near_miss(rng, fam, base)
+                if all(_differs(spec, s) for s in specs):
+                    specs.append(spec)
+                    break
         for spec in specs[: num_products - len(products)]:
             indexed = rng.random() >= knobs.item_page_options
             products.append(_render(rng, fam, asins[len(products)], spec["attrs"], spec["n_hidden"], spec["options"],
