@@ -67,6 +67,13 @@ class Job:
     done: threading.Event = field(default_factory=threading.Event)
     cancelled: bool = False
     rows: list[_Row] = field(default_factory=list)
+    #: /v1/completions: the prompt as token ids (``messages`` unused, no chat template applied)
+    prompt_token_ids: list[int] | None = None
+    prompt_text: str | None = None  #: /v1/completions with a text prompt: tokenised as is (no template)
+    #: per choice, what was kept after the max_tokens / stop cuts: token ids (EOS included) and log-probs
+    outputs: list[Generation] = field(default_factory=list)
+    #: the oldest weights version any slice of this job was decoded with (gigpo.serve.weights)
+    weights_version: int | None = None
 
     def fail(self, error: BaseException) -> None:
         if not self.done.is_set():
@@ -112,6 +119,9 @@ class Batcher:
         self.max_prompt_tokens = max_prompt_tokens or self.context_length
         self.default_max_tokens = default_max_tokens
         self.stats = BatchStats()
+        #: held by every decoding pass; a weight reload (gigpo.serve.weights) takes it between passes
+        self.model_lock = threading.Lock()
+        self.weights_version = 0
         self._queue: queue.Queue[Job | None] = queue.Queue()
         self._runq: deque[Job] = deque()  # admitted jobs, worker thread only
         self._closing = False
@@ -148,7 +158,8 @@ class Batcher:
                 if not batch:
                     continue
                 try:
-                    self._pass(batch)
+                    with self.model_lock:
+                        self._pass(batch)
                 except BaseException as e:  # noqa: BLE001 - report to the waiting requests, keep serving
                     for j in batch:
                         j.fail(e)
@@ -215,10 +226,18 @@ class Batcher:
         return batch
 
     def _prepare(self, job: Job) -> None:
-        try:
-            ids = self.renderer.render(job.messages)
-        except Exception as e:  # noqa: BLE001 - template errors are the request's fault
-            raise RequestError(f"cannot apply the chat template to these messages: {e}") from None
+        if job.prompt_token_ids is not None:
+            ids = job.prompt_token_ids
+            vocab = int(getattr(getattr(self.engine.model, "config", None), "vocab_size", 0) or len(self.tokenizer))
+            if any(not 0 <= t < vocab for t in ids):
+                raise RequestError(f"prompt token ids must be in [0, {vocab}) for this model's vocabulary")
+        elif job.prompt_text is not None:
+            ids = self.tokenizer.encode(job.prompt_text, add_special_tokens=False)
+        else:
+            try:
+                ids = self.renderer.render(job.messages)
+            except Exception as e:  # noqa: BLE001 - template errors are the request's fault
+                raise RequestError(f"cannot apply the chat template to these messages: {e}") from None
         if job.max_tokens is None:
             room = (self.context_length - len(ids)) if self.context_length else self.default_max_tokens
             job.max_tokens = max(1, min(self.default_max_tokens, room))
@@ -232,6 +251,9 @@ class Batcher:
 
     def _pass(self, batch: list[Job]) -> None:
         self.stats.passes += 1
+        for j in batch:
+            if j.weights_version is None or self.weights_version < j.weights_version:
+                j.weights_version = self.weights_version
         groups: dict[tuple[float, float], list[tuple[Job, _Row]]] = {}
         for j in batch:
             for r in j.rows:
@@ -278,6 +300,7 @@ class Batcher:
             text, reason = text[:cut], "stop"
             n = next((k for k in range(1, len(toks) + 1) if len(self._decode(toks[:k])) > cut), len(toks))
             toks, lps = toks[:n], lps[:n]
+        job.outputs.append(Generation(list(toks), list(lps), text))
         choice: dict[str, Any] = {"message": {"role": "assistant", "content": text}, "finish_reason": reason,
                                   "logprobs": None}
         if job.logprobs:

@@ -113,6 +113,8 @@ class _Handler(HardenedHandler):
             self.send_json(200, vars(self.server.batcher.stats))
         elif path in ("/health", "/v1/health"):
             self.send_json(200, {"status": "ok"})
+        elif path == "/v1/weights":  # not OpenAI: the weights version a learner last pushed (gigpo.serve.weights)
+            self.send_json(200, {"version": self.server.batcher.weights_version})
         else:
             self._error(404, f"no route GET {path}")
 
@@ -121,6 +123,9 @@ class _Handler(HardenedHandler):
         try:
             # The body is read (within the caps) before routing, so a kept-alive connection stays in sync.
             raw = self.read_body()
+            extra = _extra_post_routes().get(path)
+            if extra is not None:  # /v1/completions, weight updates: their own modules
+                return extra(self, raw)
             if path != "/v1/chat/completions":
                 return self._error(404, f"no route POST {path} (this server has /v1/chat/completions)")
             job = parse_chat_request(loads_strict(raw), self.server.aliases, self.server.limits)
@@ -149,6 +154,13 @@ class _Handler(HardenedHandler):
             "usage": {"prompt_tokens": len(job.prompt_ids), "completion_tokens": job.completion_tokens,
                       "total_tokens": len(job.prompt_ids) + job.completion_tokens},
         })
+
+
+def _extra_post_routes() -> dict[str, Any]:
+    from gigpo.serve.completions import handle_completions
+    from gigpo.serve.weights import POST_ROUTES
+
+    return {"/v1/completions": handle_completions, **POST_ROUTES}
 
 
 def _optional(body: dict[str, Any], key: str, default: Any) -> Any:

@@ -15,6 +15,7 @@ from typing import Any, Literal, get_args, get_origin
 from gigpo.train.algorithms import SPECS, check_algorithm
 from gigpo.train.config_coerce import INT_LIMIT, coerce
 from gigpo.train.config_error import ConfigError
+from gigpo.train.config_rollout import check_rollout_engines
 from gigpo.train.config_schema import Config
 
 #: model.device: what :func:`gigpo.models.devices.resolve_device` can mean (availability is checked at load).
@@ -93,6 +94,7 @@ def validate(cfg: Config) -> None:
     _check(r.temperature >= 0, "rollout.temperature must be >= 0")
     _check(0 < r.top_p <= 1, "rollout.top_p must be in (0, 1]")
     _check(r.env_timeout_s > 0, "rollout.env_timeout_s must be > 0")
+    check_rollout_engines(cfg)
     _check(0 <= a.gamma <= 1, "algorithm.gamma must be in [0, 1]")
     _check(a.step_weight >= 0, "algorithm.step_weight must be >= 0")
     _check(a.std_ddof in (0, 1), "algorithm.std_ddof must be 0 (population std) or 1 (unbiased)")

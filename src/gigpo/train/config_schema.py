@@ -88,9 +88,26 @@ class RolloutConfig:
     overlong_penalty: float = 1.0  #: reward added at the full length is -overlong_penalty (linear ramp)
     #: seconds one env reset/step may take; a slower (hung) env ends its trajectory as failed and is replaced
     env_timeout_s: float = 60.0
-    #: where env calls run: "inline" (a watchdog thread; a hung env is abandoned) or "process" (one worker process
-    #: per env; a hung env is killed and a turn's steps run in parallel — for slow or crash-prone envs)
-    env_workers: Literal["inline", "process"] = "inline"
+    #: where env calls run: "inline" (a watchdog thread; a hung env is abandoned), "process" (one worker process
+    #: per env; a hung env is killed and a turn's steps run in parallel — for slow or crash-prone envs) or "ray"
+    #: (Ray actors, local or on rollout.ray_address; needs the [ray] extra)
+    env_workers: Literal["inline", "process", "ray"] = "inline"
+    #: ray: actors hosting the envs, each env pinned to one (round-robin); 0 = one actor per env. A hung or dead
+    #: actor fails every trajectory it hosts this turn and is replaced
+    num_env_workers: int = 0
+    ray_address: str = ""  #: ray: the cluster to join ("auto", "ray://host:10001"); empty = a local ray.init
+    #: generation: "hf" (HF generate on the learner's model), "openai" (OpenAI-compatible completions servers at
+    #: rollout.engine_urls, weights pushed after each update) or "vllm" (in-process vllm.LLM; CUDA, [vllm] extra)
+    engine: Literal["hf", "openai", "vllm"] = "hf"
+    #: openai: comma-separated base URLs (http://host:port/v1); each turn's prompts are split over them
+    engine_urls: str = ""
+    engine_model: str = ""  #: openai: the served model id sent as "model"; empty = model.name
+    engine_timeout_s: float = 300.0  #: openai: socket timeout of one generation request
+    engine_max_retries: int = 5  #: openai: retries of a failed request (exponential backoff), then the run stops
+    #: openai: weights versions a server may lag behind the learner (a failed push tolerated); 0 = never stale
+    max_staleness: int = 0
+    #: openai: directory the learner writes pushed weights to, readable by the servers; empty = RUN_DIR/pushed_weights
+    weights_dir: str = ""
 
 
 @dataclass

@@ -95,6 +95,10 @@ def preflight(cfg: Config, model_name: str | None = None) -> None:
     the model options are checked (the config itself was validated when loaded)."""
     probe_env(cfg)
     check_model_options(cfg, model_name)
+    if cfg.rollout.engine == "openai":  # an unreachable server: one error now, not a failure at the first rollout
+        from gigpo.train.remote import check_engine_urls
+
+        check_engine_urls(cfg)
 
 
 def build_collector(cfg: Config, engine: Any, tokenizer: Any, split: str | None = None) -> Collector:

@@ -19,7 +19,7 @@ import yaml
 
 from gigpo.algo import kl_penalty
 from gigpo.algo.losses import aggregate, value_loss
-from gigpo.rollout import HFEngine, RolloutBatch
+from gigpo.rollout import RolloutBatch
 from gigpo.train import rng_streams
 from gigpo.train.algorithms import spec_of
 from gigpo.train.checkpoint import list_checkpoints, restore_rng, save_checkpoint, set_aside
@@ -28,6 +28,7 @@ from gigpo.train.dynamic_sampling import collect_training_batch
 from gigpo.train.estimate import estimator_args, row_advantages
 from gigpo.train.evaluate import build_collector, run_evaluation
 from gigpo.train.metrics import MetricsLog, plot_curves
+from gigpo.train.remote import build_engine
 from gigpo.train.passes import PolicyPasses, right_align
 from gigpo.train.rundir import ResumePlan, check_fresh_run_dir, create_run_dir, plan_resume
 from gigpo.train.samples import write_samples
@@ -101,7 +102,8 @@ class Trainer:
         self.use_ref = o.kl_coef > 0 or cfg.algorithm.kl_reward_coef > 0
         if self.use_ref and not cfg.lora.enabled:
             self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
-        self.engine = HFEngine(self.model, self.tok, self.device)
+        # rollout.engine: hf (this model), openai (remote servers + weight push after each update), vllm
+        self.engine, self.remote = build_engine(cfg, self.bundle, self.run_dir)
         self.collector = build_collector(cfg, self.engine, self.tok)
         self.eval_collector = build_collector(cfg, self.engine, self.tok, split="test")
         self.metrics = MetricsLog(self.run_dir, cfg.train.tensorboard)
@@ -118,6 +120,8 @@ class Trainer:
             self.metrics.truncate_after(self.start_iteration)
             for ckpt, _why in _resume.skipped:  # newer than the one resumed: out of the way of eval and prune
                 log.warning("moved skipped checkpoint %s to %s", ckpt, set_aside(ckpt).name)
+        if self.remote is not None:  # every server reachable and serving these weights before the first rollout
+            self.remote.start(self.start_iteration)
         self.passes = PolicyPasses(cfg, self.model, self.ref_model, self.value_head, self.pad_id, self.device,
                                    self.use_ref)
         saved = cfg.to_dict()
@@ -212,6 +216,8 @@ class Trainer:
         rec["time/tokens_per_s_update"] = (
             rec["rollout/response_tokens"] * cfg.optim.ppo_epochs / max(timings["time/update"], 1e-9)
         )
+        if self.remote is not None:  # push the new weights; the rollout-vs-learner log-prob gap, staleness
+            rec.update(self.remote.after_update(it, batch, prep))
         rec.update(timings)
         if cfg.train.sample_trajectories:
             write_samples(self.run_dir / "samples" / f"iter_{it:06d}.txt", batch, adv, cfg.train.sample_trajectories)

@@ -1,0 +1,51 @@
+"""Cross-field checks of the rollout engine and env-worker keys (called by :func:`gigpo.train.config_check.validate`;
+no torch, no network: reachability of ``rollout.engine_urls`` is checked by the preflight)."""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+from urllib.parse import urlsplit
+
+from gigpo.train.config_error import ConfigError
+
+
+def engine_urls(cfg: Any) -> list[str]:
+    """``rollout.engine_urls`` split on commas, blanks dropped."""
+    return [u.strip() for u in cfg.rollout.engine_urls.split(",") if u.strip()]
+
+
+def check_rollout_engines(cfg: Any) -> None:
+    r = cfg.rollout
+
+    def check(cond: bool, msg: str) -> None:
+        if not cond:
+            raise ConfigError(msg)
+
+    check(r.num_env_workers >= 0, "rollout.num_env_workers must be >= 0 (0 = one worker per env)")
+    check(r.num_env_workers == 0 or r.env_workers == "ray",
+          "rollout.num_env_workers applies to rollout.env_workers=ray (process workers are one per env)")
+    check(not r.ray_address or r.env_workers == "ray", "rollout.ray_address applies to rollout.env_workers=ray")
+    if r.env_workers == "ray":
+        check(importlib.util.find_spec("ray") is not None,
+              "rollout.env_workers=ray needs Ray: pip install 'gigpo[ray]' (or use rollout.env_workers=process)")
+    check(r.max_staleness >= 0, "rollout.max_staleness must be >= 0")
+    check(r.engine_timeout_s > 0, "rollout.engine_timeout_s must be > 0")
+    check(r.engine_max_retries >= 0, "rollout.engine_max_retries must be >= 0")
+    urls = engine_urls(cfg)
+    if r.engine == "openai":
+        check(bool(urls), "rollout.engine=openai needs rollout.engine_urls (comma-separated http://host:port/v1)")
+        for u in urls:
+            parts = urlsplit(u)
+            check(parts.scheme in ("http", "https") and bool(parts.hostname),
+                  f"rollout.engine_urls: {u!r} is not an http(s)://host:port/v1 URL")
+    else:
+        check(not urls, f"rollout.engine_urls is set but rollout.engine={r.engine!r} (use rollout.engine=openai)")
+    if r.engine != "hf":
+        check(getattr(r, "decoding", "free") == "free",
+              f"rollout.decoding=constrained needs rollout.engine=hf (engine {r.engine!r} cannot return the "
+              "per-token allowed sets the learner re-applies)")
+    if r.engine == "vllm":
+        check(importlib.util.find_spec("vllm") is not None,
+              "rollout.engine=vllm needs vLLM on a CUDA machine: pip install 'gigpo[vllm]'")
+        check(not cfg.lora.enabled, "rollout.engine=vllm syncs full weights in place; lora.enabled is not supported")
