@@ -271,3 +271,62 @@ def official_style_loop(group, traj, steps, rewards, anchors, gamma=0.95, eps=1e
                 step_group[i] = uid
     step_adv = normalise(torch.tensor(returns), step_group, True)
     return (ep_adv + step_adv).numpy()
+
+
+def ref_hgpo(
+    group_ids, traj_ids, steps, rewards, anchors, levels=2, alpha=1.0, gamma=0.95, normalize="mean", std_ddof=0,
+    eps=1e-6, episode="grpo", step_weight=1.0,
+) -> dict[str, list]:
+    """Reference of ``gigpo.algo.hgpo.hgpo_advantages``, shaped like the official ``recipe/hgpo`` loop: per episode
+    group, cluster rows by current anchor (singletons score 0); inside a cluster, for l = K..0 group the members
+    with ≥ l earlier steps by the tuple of their previous l anchors, keep groups of ≥ 2; each member mixes its
+    non-zero level scores with weights (len(history) + 1)^α."""
+    n = len(rewards)
+    returns = ref_discounted_returns(traj_ids, steps, rewards, gamma)
+    by_traj: dict[Any, list[tuple[int, int]]] = {}
+    for i in range(n):
+        by_traj.setdefault(traj_ids[i], []).append((int(steps[i]), i))
+    seq: dict[Any, list[int]] = {t: [i for _, i in sorted(v)] for t, v in by_traj.items()}
+    pos = {i: p for rows in seq.values() for p, i in enumerate(rows)}
+    step_adv = [0.0] * n
+    groups: dict[Any, list[int]] = {}
+    for i in range(n):
+        groups.setdefault(group_ids[i], []).append(i)
+    for members in groups.values():
+        clusters: dict[Any, list[int]] = {}
+        for i in members:
+            clusters.setdefault(anchors[i], []).append(i)
+        for cluster in clusters.values():
+            if len(cluster) < 2:
+                continue
+            scored: dict[int, list[tuple[int, float]]] = {}
+            for lvl in range(levels, -1, -1):
+                hist: dict[tuple, list[int]] = {}
+                for i in cluster:
+                    if pos[i] < lvl:
+                        continue
+                    rows = seq[traj_ids[i]]
+                    key = tuple(anchors[j] for j in rows[pos[i] - lvl:pos[i]])
+                    hist.setdefault(key, []).append(i)
+                for key, rows in hist.items():
+                    if len(rows) < 2:
+                        continue
+                    xs = [returns[i] for i in rows]
+                    for p, i in enumerate(rows):
+                        scored.setdefault(i, []).append((len(key) + 1, _relative(xs[p], xs, p, False, normalize,
+                                                                                  std_ddof, eps)))
+            for i, pairs in scored.items():
+                used = [(length**alpha, a) for length, a in pairs if a != 0]
+                total = sum(w for w, _ in used)
+                step_adv[i] = sum(w * a for w, a in used) / total if used else 0.0
+    if episode is None:
+        episode_adv = [0.0] * n
+    else:
+        episode_adv = ref_compute_advantages(group_ids, traj_ids, steps, rewards, estimator=episode,
+                                             normalize=normalize, eps=eps, std_ddof=std_ddof)["episode_advantages"]
+    return {
+        "advantages": [episode_adv[i] + step_weight * step_adv[i] for i in range(n)],
+        "step_advantages": step_adv,
+        "episode_advantages": episode_adv,
+        "returns": returns,
+    }

@@ -141,3 +141,35 @@ def step_group_stats(step_group_ids: Any) -> dict[str, Any]:
         "singleton_frac": float((sizes == 1).sum()) / n,
         "size_hist": {int(s): int(c) for s, c in zip(hist_sizes.tolist(), hist_counts.tolist(), strict=True)},
     }
+
+
+def history_anchors(traj_ids: Any, steps: Any, anchors: Any, k: int) -> np.ndarray:
+    """History-aware anchor keys: row i's key is its own anchor and the anchors of the ``k`` previous steps of its
+    trajectory, ``(a_{t-k}, ..., a_{t-1}, a_t)`` — as an int64 array of shape (N, k + 1) of anchor codes, −1 where
+    the trajectory has fewer than k earlier steps (so a short history never equals a full one). ``k = 0`` gives
+    the anchors' codes alone (same partition as the anchors). Feed it to :func:`group_exact` /
+    ``compute_advantages(anchors=...)`` (2-D numeric: one key per row). "Previous" follows step order within the
+    trajectory, vectorised over rows (one shifted gather per lag)."""
+    from gigpo.algo.returns import as_steps, build_traj_index
+
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
+        raise ValueError(f"history length k must be an int >= 0, got {k!r}")
+    tcodes, n_traj = factorize_ids(traj_ids, "traj_ids")
+    acodes, _ = factorize_keys(anchors, "anchors")
+    n = tcodes.size
+    if acodes.size != n:
+        raise ValueError(f"length mismatch: traj_ids has {n} rows, anchors has {acodes.size}")
+    index = build_traj_index(tcodes, n_traj, as_steps(steps, n), traj_ids)
+    order = index.order
+    t_sorted, a_sorted = tcodes[order], acodes[order]
+    keys_sorted = np.full((n, k + 1), -1, dtype=np.int64)
+    keys_sorted[:, k] = a_sorted
+    pos = np.arange(n)
+    for lag in range(1, k + 1):
+        src = pos - lag
+        ok = src >= 0
+        ok[ok] = t_sorted[src[ok]] == t_sorted[ok]
+        keys_sorted[ok, k - lag] = a_sorted[src[ok]]
+    out = np.empty_like(keys_sorted)
+    out[order] = keys_sorted
+    return out

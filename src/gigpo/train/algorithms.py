@@ -29,6 +29,7 @@ from gigpo.train.presets import ALGO_PRESET_DIR
 GROUP_ADVANTAGES = "gigpo.train.estimate:group_advantages"
 GAE_ADVANTAGES = "gigpo.train.estimate:gae_advantages"
 REINFORCE_PP_ADVANTAGES = "gigpo.train.estimate:reinforce_pp_advantages"
+HGPO_ADVANTAGES = "gigpo.train.grouping:hgpo_group_advantages"
 #: Policy losses with :func:`gigpo.algo.losses.policy_loss`'s signature.
 PPO_LOSS = "gigpo.algo.losses:policy_loss"
 GSPO_LOSS = "gigpo.algo.losses:gspo_loss"
@@ -90,6 +91,8 @@ SPECS: dict[str, AlgoSpec] = {
     "ppo+step": AlgoSpec("ppo" + _STEP, advantage=GAE_ADVANTAGES, estimator="gigpo", critic=True, preset="ppo"),
     "reinforce++": AlgoSpec("REINFORCE++: KL-shaped discounted returns, batch-normalised",
                             advantage=REINFORCE_PP_ADVANTAGES, kl_reward=True, preset="reinforce++"),
+    "hgpo": AlgoSpec("HGPO: episode term + history-aware hierarchy of step groups, mixed ∝ L^α (ICLR 2026)",
+                     advantage=HGPO_ADVANTAGES, estimator="gigpo", episode=None),
 }
 ALGORITHMS = tuple(SPECS)
 

@@ -130,6 +130,10 @@ class AlgorithmConfig:
     value_clip: float = 0.2  #: ppo: ε of the clipped value loss (0 = unclipped)
     value_lr: float = 0.0  #: ppo: learning rate of the value head (0 = optim.lr)
     kl_reward_coef: float = 0.0  #: reinforce++: β of the KL folded into each step's reward
+    #: hgpo: K, the deepest history level (levels 0..K: current anchor plus its 0..K previous anchors)
+    hgpo_levels: int = 2
+    hgpo_alpha: float = 1.0  #: hgpo: α of the level weights L^α (L = level + 1 anchors of context)
+    hgpo_episode: bool = True  #: hgpo: add the episode term (A = A_E + ω A_H); false: A = A_H as the official code
 
 
 @dataclass
@@ -139,6 +143,8 @@ class GroupingConfig:
 
     metric: Literal["exact", "state_key", "ro", "indel", "minhash"] = "exact"
     threshold: float = 0.9
+    #: k > 0: a step's anchor is its key plus the keys of its trajectory's k previous steps (exact / state_key)
+    history: int = 0
 
 
 @dataclass

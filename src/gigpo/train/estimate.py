@@ -44,7 +44,7 @@ def _group_part(cfg: Any, batch: RolloutBatch, stats: dict) -> Any:
     grouping stats added to ``stats``."""
     g = cfg.grouping
     arr = batch.arrays()
-    anchors, similarity, metric = anchors_for(batch, g.metric, g.threshold)
+    anchors, similarity, metric = anchors_for(batch, g.metric, g.threshold, g.history)
     out = compute_advantages(
         arr["group_id"], arr["traj_id"], arr["step"], arr["reward"], anchors,
         similarity=similarity, similarity_metric=metric, **estimator_args(cfg),

@@ -1,0 +1,99 @@
+"""HGPO (He, Feng et al., "Hierarchy-of-Groups Policy Optimization for Long-Horizon Agentic Tasks", ICLR 2026;
+official code: verl-agent ``recipe/hgpo``): step advantages from a hierarchy of history-aware step groups.
+
+For each row (a step of a trajectory in episode group G) and each level l = 0..K, the level-l group is the rows
+of G whose current anchor AND previous l anchors (of their own trajectory) equal the row's; a row with fewer than
+l earlier steps has no level-l group. Level l's advantage is the group-relative discounted return
+
+    A_l = R_t − mean_{G_l} R_t            ("mean", the official default), or
+    A_l = (R_t − mean) / (std + eps)      ("mean_std", std with ``std_ddof``; the official code uses ddof 0),
+
+over groups of ≥ 2 rows only. The step advantage mixes the levels whose A_l is non-zero, weighted ∝ L^α with
+L = l + 1, the number of anchors the level's context spans (the official ``len(history) + 1``):
+
+    A_H = Σ_l L^α A_l / Σ_l L^α   (over levels with a group of ≥ 2 rows and A_l ≠ 0; 0 if there is none),
+
+and the result is A = A_E + ω · A_H with GRPO's/RLOO's episode term A_E (``episode=None``: A = A_H alone, as the
+official ``compute_hgpo_outcome_advantage`` returns). Levels are nested (a level-l group lies inside its
+level-(l−1) group), so K = 0 is GiGPO's exact step groups with singletons dropped. Vectorised: one
+``group_normalize`` (``np.bincount``) per level, no loop over rows or groups.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gigpo.algo.advantages import AdvantageOutput, compute_advantages, group_normalize
+from gigpo.algo.grouping import history_anchors
+from gigpo.algo.ids import dense_codes, factorize_ids, factorize_keys
+
+
+def hgpo_advantages(
+    group_ids: Any,
+    traj_ids: Any,
+    steps: Any,
+    rewards: Any,
+    anchors: Any,
+    *,
+    levels: int = 2,
+    alpha: float = 1.0,
+    gamma: float = 0.95,
+    normalize: str = "mean",
+    std_ddof: int = 0,
+    eps: float = 1e-6,
+    episode: str | None = "grpo",
+    episode_normalize: str | None = None,
+    step_weight: float = 1.0,
+) -> AdvantageOutput:
+    """Per-row HGPO advantages (equations in the module docstring); inputs as :func:`compute_advantages`.
+
+    ``levels`` = K ≥ 0 (the official ``history_length``, default 2); ``alpha`` = α of the L^α weights (official:
+    1); ``normalize``/``std_ddof`` of the level advantages; ``episode`` = "grpo" | "rloo" | None, its term
+    normalised with ``episode_normalize`` (default: ``normalize``). ``step_advantages`` = A_H,
+    ``step_group_ids`` = the level-0 groups; ``stats`` adds ``hgpo/level{l}_frac`` (rows whose level l counted).
+    """
+    if isinstance(levels, bool) or not isinstance(levels, (int, np.integer)) or levels < 0:
+        raise ValueError(f"hgpo levels must be an int >= 0, got {levels!r}")
+    if not np.isfinite(alpha):
+        raise ValueError(f"hgpo alpha must be finite, got {alpha!r}")
+    if episode not in (None, "grpo", "rloo"):
+        raise ValueError(f"hgpo episode must be None, 'grpo' or 'rloo', got {episode!r}")
+    # compute_advantages validates the rows and gives R_t, the episode term and the level-0 (exact) step groups.
+    base = compute_advantages(
+        group_ids, traj_ids, steps, rewards, anchors, estimator="gigpo", episode_estimator=episode or "grpo",
+        gamma=gamma, step_weight=0.0, normalize=episode_normalize or normalize, eps=eps, std_ddof=std_ddof,
+    )
+    gcodes, _ = factorize_ids(group_ids, "group_ids")
+    acodes, _ = factorize_keys(anchors, "anchors")
+    returns = base.returns
+    n = returns.size
+    num = np.zeros(n)
+    den = np.zeros(n)
+    stats = dict(base.stats)
+    hist = history_anchors(traj_ids, steps, acodes, int(levels))  # (N, K+1); column K is the current anchor
+    for lvl in range(int(levels) + 1):
+        key = hist[:, levels - lvl:]
+        has = (key >= 0).all(axis=1)
+        rows = np.flatnonzero(has)
+        if rows.size == 0:
+            stats[f"hgpo/level{lvl}_frac"] = 0.0
+            continue
+        joint = np.concatenate([gcodes[rows, None], key[rows]], axis=1)
+        codes, n_codes = factorize_keys(joint, "history keys")
+        codes, n_codes = dense_codes(codes)
+        adv = group_normalize(returns[rows], codes, n_codes, normalize=normalize, eps=eps, std_ddof=std_ddof)
+        size = np.bincount(codes, minlength=n_codes)[codes]
+        use = (size >= 2) & (adv != 0)
+        w = float(lvl + 1) ** float(alpha)
+        num[rows[use]] += w * adv[use]
+        den[rows[use]] += w
+        stats[f"hgpo/level{lvl}_frac"] = float(use.sum()) / n
+    step_adv = np.divide(num, den, out=np.zeros(n), where=den > 0)
+    ep_adv = base.episode_advantages if episode is not None else np.zeros(n)
+    advantages = ep_adv + float(step_weight) * step_adv
+    stats["step_adv/abs_mean"] = float(np.abs(step_adv).mean())
+    stats["adv/mean"] = float(advantages.mean())
+    stats["adv/std"] = float(advantages.std())
+    return AdvantageOutput(advantages, ep_adv, step_adv, returns, base.episode_returns, base.step_group_ids, stats)
