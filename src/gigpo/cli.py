@@ -8,8 +8,12 @@ import sys
 
 
 def _error(command: str, err: BaseException | str) -> int:
-    """Report a usage/config error as one line on stderr; exit status 2 (as argparse does)."""
-    print(f"gigpo {command}: error: {' '.join(str(err).split())}", file=sys.stderr)
+    """Report a usage/config error as one line on stderr; exit status 2 (as argparse does). Under torchrun every
+    rank meets the same error: only rank 0 prints it."""
+    import os
+
+    if os.environ.get("RANK", "0").strip() in ("", "0"):
+        print(f"gigpo {command}: error: {' '.join(str(err).split())}", file=sys.stderr)
     return 2
 
 
@@ -21,6 +25,15 @@ def _import_env_modules(args: argparse.Namespace) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
+    try:
+        return _train_run(args)
+    finally:
+        dist = sys.modules.get("gigpo.train.distributed")  # imported with the trainer (torch): not for errors
+        if dist is not None:
+            dist.shutdown()  # leave the process group (a no-op in one process)
+
+
+def _train_run(args: argparse.Namespace) -> int:
     from gigpo.envs.base import EnvError
     from gigpo.envs.registry import EnvImportError
     from gigpo.train.checkpoint import CheckpointError
@@ -38,10 +51,12 @@ def _train(args: argparse.Namespace) -> int:
                                   "change keys with key=value)")
             plan = plan_resume(args.resume, parse_cli_overrides(args.overrides) if args.overrides else None,
                                allow_config_change=getattr(args, "allow_config_change", False))
+            from gigpo.train import distributed
             from gigpo.train.evaluate import preflight
             from gigpo.train.trainer import Trainer, install_sigterm_as_interrupt
 
             preflight(plan.cfg, str(plan.checkpoint / "model"))  # the resumed env/device, before the model loads
+            distributed.init(plan.cfg)  # under torchrun: join the job's process group
             trainer = Trainer.from_plan(plan)
             print(f"resuming {plan.checkpoint} (iteration {plan.iteration} of {plan.cfg.train.iterations})")
         else:
@@ -54,10 +69,12 @@ def _train(args: argparse.Namespace) -> int:
                 print(config_yaml(cfg), end="")
                 return 0
             check_fresh_run_dir(cfg)  # a used run directory: refused before the env probe and the model load
+            from gigpo.train import distributed
             from gigpo.train.evaluate import preflight
             from gigpo.train.trainer import Trainer, install_sigterm_as_interrupt
 
             preflight(cfg)  # a missing dataset, a bad env option or device: one error, before the model loads
+            distributed.init(cfg)  # under torchrun: join the job's process group
             trainer = Trainer(cfg)
     except NothingToDo as e:  # a finished run is not an error: scripts may resume idempotently
         print(e)
@@ -65,7 +82,8 @@ def _train(args: argparse.Namespace) -> int:
     except (ConfigError, FileNotFoundError, EnvError, CheckpointError, EnvImportError) as e:
         return _error("train", e)
     install_sigterm_as_interrupt()
-    print(f"run directory: {trainer.run_dir}")
+    if trainer.dist.is_main:
+        print(f"run directory: {trainer.run_dir}")
     from gigpo.train.dynamic_sampling import RunFailed  # loaded with the trainer already: no import cost
 
     try:
@@ -76,6 +94,11 @@ def _train(args: argparse.Namespace) -> int:
     except (CheckpointError, RunFailed) as e:
         print(f"gigpo train: error: {e}", file=sys.stderr)
         return 1
+    except distributed.PeerFailed as e:  # another rank died: its own error is the one to read
+        print(f"gigpo train: rank {trainer.dist.rank}: stopped, {e}", file=sys.stderr)
+        return 1
+    if not trainer.dist.is_main:
+        return 0
     keys = [k for k in ("rollout/success_rate", "eval/success_rate", "eval/score") if k in last]
     print("done. " + ", ".join(f"{k}={last[k]:.3f}" for k in keys) + f"  ({trainer.run_dir})")
     return 0

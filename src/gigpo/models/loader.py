@@ -270,7 +270,8 @@ def _lora_of(peft_model: Any) -> dict[str, Any]:
 
 
 def save_pretrained(
-    bundle: ModelBundle, out_dir: str | os.PathLike[str], *, merge_lora: bool = False
+    bundle: ModelBundle, out_dir: str | os.PathLike[str], *, merge_lora: bool = False,
+    state_dict: dict | None = None,
 ) -> Path:
     """Write ``bundle`` to ``out_dir`` in HF format (safetensors + config + tokenizer) so that
     ``load_model(out_dir)`` reproduces the same weights (identical logits).
@@ -279,13 +280,16 @@ def save_pretrained(
     ``out_dir/adapter/`` and a ``gigpo_model.json`` marker, so reloading gives base + the trained, still
     trainable adapter. ``merge_lora=True``: one plain HF model with the adapter merged (portable to any HF tool;
     equal to the unmerged model up to float rounding). Written to a temporary sibling and renamed into place;
-    an existing ``out_dir`` is replaced. Returns the output path.
+    an existing ``out_dir`` is replaced. Returns the output path. ``state_dict``: the weights to write instead of
+    the model's own (a data-parallel run's consolidated FSDP shards; not with LoRA).
     """
     out = Path(out_dir).expanduser().absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     model = bundle.model
     is_peft = hasattr(model, "peft_config")
+    if is_peft and state_dict is not None:
+        raise ValueError("save_pretrained(state_dict=...) is not supported for LoRA models")
     lora_cfg = (bundle.lora or _lora_of(model)) if is_peft else None
     with _quiet_progress():
         try:
@@ -306,7 +310,7 @@ def save_pretrained(
                 model.save_pretrained(tmp / ADAPTER_SUBDIR)
                 marker["lora"] = lora_cfg
             else:
-                model.save_pretrained(tmp)
+                model.save_pretrained(tmp, **({"state_dict": state_dict} if state_dict is not None else {}))
             bundle.tokenizer.save_pretrained(tmp)
             (tmp / GIGPO_MARKER).write_text(json.dumps(marker, indent=1))
             if out.exists():

@@ -158,13 +158,14 @@ def _human(n: float) -> str:
 
 def save_checkpoint(
     run_dir: Path, iteration: int, save_model: Callable[[Path], None], optimizer: torch.optim.Optimizer,
-    extra: dict, keep: int,
+    extra: dict, keep: int, *, optimizer_state: dict | None = None,
 ) -> Path:
     """Write into ``checkpoints/.tmp-iter_N-PID``, manifest last, then rename: a crash, Ctrl-C or full disk
     never leaves a half checkpoint under an ``iter_*`` name, and the previous ones stay untouched.
 
     ``save_model(path)`` writes the model/tokenizer (and the value head next to it). Afterwards
-    :func:`prune_checkpoints` keeps ``keep`` checkpoints of this run (``extra["run_id"]``).
+    :func:`prune_checkpoints` keeps ``keep`` checkpoints of this run (``extra["run_id"]``). ``optimizer_state``:
+    what to store instead of ``optimizer.state_dict()`` (FSDP: the state consolidated over ranks).
     """
     run_dir = Path(run_dir)
     final = checkpoint_dir(run_dir, iteration)
@@ -174,7 +175,7 @@ def save_checkpoint(
         tmp.mkdir(parents=True)
         save_model(tmp / "model")
         buf = io.BytesIO()
-        torch.save(optimizer.state_dict(), buf)
+        torch.save(optimizer.state_dict() if optimizer_state is None else optimizer_state, buf)
         _write_bytes(tmp / OPTIMIZER_FILE, buf.getvalue())
         _write_bytes(tmp / RNG_FILE, json.dumps(rng_state()).encode())
         _write_bytes(tmp / STATE_FILE, json.dumps({"iteration": iteration, "format": FORMAT, **extra}, indent=2,

@@ -135,11 +135,34 @@ def validate(cfg: Config) -> None:
     _check(t.max_failed_iterations >= 1, "train.max_failed_iterations must be >= 1")
     _check(cfg.prompt.history_length >= 0, "prompt.history_length must be >= 0")
     _check(cfg.prompt.max_prompt_tokens >= 16, "prompt.max_prompt_tokens must be >= 16")
+    _check_parallel(cfg)
     check_algorithm(cfg, _check)
     if cfg.lora.enabled:
         _check(cfg.lora.r >= 1, "lora.r must be >= 1")
         _check(cfg.lora.alpha > 0, "lora.alpha must be > 0")
         _check(0 <= cfg.lora.dropout < 1, "lora.dropout must be in [0, 1)")
+
+
+def _check_parallel(cfg: Config) -> None:
+    """train.parallel / rollout_shards against the launcher's WORLD_SIZE (1 outside torchrun): every rank needs
+    whole task groups, so K ranks need S ≥ K shards, S a multiple of K, and rollout.groups ≥ S."""
+    import os
+
+    t, groups = cfg.train, cfg.rollout.groups
+    raw = os.environ.get("WORLD_SIZE", "1").strip() or "1"
+    _check(raw.isdigit() and int(raw) >= 1, f"WORLD_SIZE={raw!r} (set by the launcher) is not a positive integer")
+    world = int(raw)
+    _check(t.rollout_shards >= 0, "train.rollout_shards must be >= 0 (0 = one shard per rank)")
+    _check(t.dist_timeout_s > 0, "train.dist_timeout_s must be > 0")
+    shards = t.rollout_shards or world
+    _check(groups >= world, f"{world} ranks (WORLD_SIZE) but rollout.groups={groups}: each rank needs at least one "
+           f"whole task group; use at most {groups} ranks or raise rollout.groups")
+    _check(shards % world == 0, f"train.rollout_shards={shards} must be a multiple of the {world} ranks")
+    _check(groups >= shards, f"train.rollout_shards={shards} exceeds rollout.groups={groups}")
+    _check(not (world > 1 and t.parallel == "fsdp" and SPECS[cfg.algorithm.name].critic),
+           f"train.parallel=fsdp does not support {cfg.algorithm.name}'s value head yet; use train.parallel=ddp")
+    _check(not (world > 1 and t.parallel == "fsdp" and cfg.lora.enabled),
+           "train.parallel=fsdp with LoRA is not supported yet (its checkpoints cannot be consolidated); use ddp")
 
 
 def env_option_error(cfg: Config, err: Exception) -> ConfigError:

@@ -197,6 +197,13 @@ class TrainConfig:
 
 @dataclass
 class Config:
+    #: data parallelism under ``torchrun`` (docs/scaling.md): "ddp" replicates the model, "fsdp" shards it
+    #: (FSDP2, per decoder layer); "auto": ddp when WORLD_SIZE > 1. One process always trains plainly.
+    parallel: Literal["auto", "none", "ddp", "fsdp"] = "auto"
+    #: S: the rollout's groups are cut into S shards, each sampled from its own seed; 0 = one per rank. One
+    #: process with rollout_shards=K collects what K ranks do (a multiple of the number of ranks)
+    rollout_shards: int = 0
+    dist_timeout_s: float = 300.0  #: seconds a rank waits on the others in a collective before the job fails
     env: EnvConfig = field(default_factory=EnvConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     lora: LoraConfig = field(default_factory=LoraConfig)

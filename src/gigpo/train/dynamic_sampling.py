@@ -106,11 +106,20 @@ def merge_batches(parts: list[RolloutBatch]) -> RolloutBatch:
         out.traj_id[n0:] = [t + t_off for t in b.traj_id]
         for t in b.trajectories:
             out.trajectories.append(dataclasses.replace(t, traj_id=t.traj_id + t_off, group_id=t.group_id + g_off))
-        ids_g = [t.group_id for t in b.trajectories] + list(b.group_id)
-        ids_t = [t.traj_id for t in b.trajectories] + list(b.traj_id)
-        g_off += (max(ids_g) + 1) if ids_g else 0
-        t_off += (max(ids_t) + 1) if ids_t else 0
+        g_off += _id_span(b, "group_id")
+        t_off += _id_span(b, "traj_id")
     return out
+
+
+def _id_span(b: RolloutBatch, key: str) -> int:
+    """How far :func:`merge_batches` shifts the ids of the parts after ``b``: its largest id + 1."""
+    ids = [getattr(t, key) for t in b.trajectories] + list(getattr(b, key))
+    return (max(ids) + 1) if ids else 0
+
+
+def group_starts(parts: list[RolloutBatch]) -> list[int]:
+    """The first group id of each part in ``merge_batches(parts)``."""
+    return np.concatenate([[0], np.cumsum([_id_span(b, "group_id") for b in parts])[:-1]]).astype(int).tolist()
 
 
 def dynamic_sample(
@@ -144,41 +153,79 @@ def dynamic_sample(
 
 
 def collect_training_batch(collector: Any, cfg: Any, iteration: int) -> tuple[RolloutBatch, dict[str, float]]:
-    """The batch an iteration trains on, and its ``rollout/*`` metrics.
+    """The batch an iteration trains on, and its ``rollout/*`` metrics (one process, one shard: see
+    :func:`collect_shards`)."""
+    batch, stats, _ = collect_shards(collector, cfg, iteration, [0], 1)
+    return batch, stats
 
-    Per round: collect ``rollout.groups`` × ``group_size``, add the overlong penalty when enabled. With
-    ``rollout.dynamic_sampling`` the rounds go through :func:`dynamic_sample`; success/return metrics then cover
-    every trajectory collected (all rounds), not only the kept ones. In concat mode the kept step rows are folded
-    into one row per trajectory (:func:`gigpo.rollout.concat.to_concat_batch`) after filtering.
+
+def collect_shards(collector: Any, cfg: Any, iteration: int, shards: list[int], n_shards: int
+                   ) -> tuple[RolloutBatch, dict[str, float], np.ndarray]:
+    """The batch an iteration trains on, its ``rollout/*`` metrics and the shard of each row.
+
+    The ``rollout.groups`` task seeds of the iteration are drawn whole, then cut into ``n_shards`` contiguous
+    shards (:func:`gigpo.train.distributed.shard_slices`); this process collects ``shards`` (a data-parallel
+    rank: its own; one process: all of them), each shard sampled from its own torch seed when ``n_shards`` > 1,
+    so the trajectories depend on (seed, iteration, n_shards), not on how many ranks collect them.
+
+    Per shard and round: collect the shard's groups × ``group_size``, add the overlong penalty when enabled.
+    With ``rollout.dynamic_sampling`` each shard refills to its own group count through :func:`dynamic_sample`;
+    success/return metrics then cover every trajectory collected (all rounds), not only the kept ones. In concat
+    mode the kept step rows are folded into one row per trajectory (:func:`gigpo.rollout.concat.to_concat_batch`)
+    after filtering.
 
     Failed trajectories (env faults, see :class:`gigpo.rollout.Collector`) have no rows, so they never count as
     informative groups and never reach the advantages; ``failed_trajectories`` counts them over all rounds.
     Raises :class:`RunFailed` via :func:`check_failed_iterations` when failures leave nothing to train on.
     """
+    from gigpo.train.distributed import shard_slices, shard_torch_seed
+
     r = cfg.rollout
     extra: dict[str, float] = {}
+    cut = shard_slices(r.groups, n_shards)
+    kept_parts: list[RolloutBatch] = []
+    every_parts: list[RolloutBatch] = []
+    for shard in shards:
+        if n_shards > 1:
+            import torch
 
-    def one_round(k: int) -> RolloutBatch:
-        b = collector.collect(round_seeds(cfg.train.seed, iteration, k, r.groups), r.group_size)
-        if r.overlong_buffer > 0:
-            extra["overlong_penalty"] = extra.get("overlong_penalty", 0.0) + shape_overlong(
-                b, r.max_response_tokens, r.overlong_buffer, r.overlong_penalty)
-        return b
+            torch.manual_seed(shard_torch_seed(cfg.train.seed, iteration, shard))
 
-    if r.dynamic_sampling:
-        batch, every, ds = dynamic_sample(one_round, r.groups, r.max_rounds)
-        extra.update(ds)
+        def one_round(k: int, part: slice = cut[shard]) -> RolloutBatch:
+            b = collector.collect(round_seeds(cfg.train.seed, iteration, k, r.groups)[part], r.group_size)
+            if r.overlong_buffer > 0:
+                extra["overlong_penalty"] = extra.get("overlong_penalty", 0.0) + shape_overlong(
+                    b, r.max_response_tokens, r.overlong_buffer, r.overlong_penalty)
+            return b
+
+        if r.dynamic_sampling:
+            kept, every, ds = dynamic_sample(one_round, cut[shard].stop - cut[shard].start, r.max_rounds)
+            for k, v in ds.items():  # rounds: the most any shard needed; filled: every shard filled
+                extra[k] = max(extra.get(k, v), v) if k == "rounds" else (
+                    min(extra.get(k, v), v) if k == "filled" else extra.get(k, 0.0) + v)
+            extra["_rounds_total"] = extra.get("_rounds_total", 0.0) + ds["rounds"]
+        else:
+            kept = every = one_round(0)
+        kept_parts.append(kept)
+        every_parts.append(every)
+    batch = merge_batches(kept_parts) if len(kept_parts) > 1 else kept_parts[0]
+    every = merge_batches(every_parts) if len(every_parts) > 1 else every_parts[0]
+    if "_rounds_total" in extra:
+        total = extra.pop("_rounds_total")
         if "overlong_penalty" in extra:
-            extra["overlong_penalty"] /= ds["rounds"]
-    else:
-        batch = every = one_round(0)
+            extra["overlong_penalty"] /= total
     check_failed_iterations(collector, every, cfg, iteration)
     stats = {**every.summary(), **extra}
     if r.mode == "concat":
         batch = to_concat_batch(batch)
         stats["concat_rows"] = float(len(batch))
         stats["agent_tokens"] = float(batch.agent_tokens)
-    return batch, stats
+    # the group ids of part i start at group_starts[i] (merge_batches' renumbering); rows keep their group id
+    starts = np.asarray(group_starts(kept_parts) if len(kept_parts) > 1 else [0])
+    row_shard = np.asarray(shards, dtype=np.int64)[np.searchsorted(starts, np.asarray(batch.group_id, dtype=np.int64),
+                                                                   side="right") - 1] if len(batch) else \
+        np.zeros(0, dtype=np.int64)
+    return batch, stats, row_shard
 
 
 def check_failed_iterations(collector: Any, every: RolloutBatch, cfg: Any, iteration: int) -> None:

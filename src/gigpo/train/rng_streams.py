@@ -9,3 +9,4 @@ TRAIN_TASKS = 1
 EVAL_TASKS = 2  #: [seed, EVAL_TASKS]: the held-out evaluation seeds
 TORCH_SEED = 3  #: [seed, iteration, TORCH_SEED]: torch's sampling seed for one iteration
 MINIBATCH_ORDER = 4  #: [seed, iteration, MINIBATCH_ORDER]: the order of rows in the PPO mini-batches
+ROLLOUT_SHARD = 5  #: [seed, iteration, ROLLOUT_SHARD, shard]: torch's sampling seed of one rollout shard (S > 1)

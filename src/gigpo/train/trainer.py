@@ -20,11 +20,12 @@ import yaml
 from gigpo.algo import kl_penalty
 from gigpo.algo.losses import aggregate, value_loss
 from gigpo.rollout import RolloutBatch
-from gigpo.train import rng_streams
+from gigpo.train import distributed, rng_streams
 from gigpo.train.algorithms import spec_of
-from gigpo.train.checkpoint import list_checkpoints, restore_rng, save_checkpoint, set_aside
+from gigpo.train.checkpoint import checkpoint_dir, list_checkpoints, restore_rng, save_checkpoint, set_aside
 from gigpo.train.config import Config
-from gigpo.train.dynamic_sampling import collect_training_batch
+from gigpo.train.data_parallel import DataParallel
+from gigpo.train.dynamic_sampling import collect_shards
 from gigpo.train.estimate import estimator_args, row_advantages
 from gigpo.train.evaluate import build_collector, run_evaluation
 from gigpo.train.metrics import MetricsLog, plot_curves
@@ -60,11 +61,13 @@ class Trainer:
         if _resume is None:
             check_fresh_run_dir(cfg, run_dir)
         resolve_model_source(cfg.model.name)  # a missing model fails here, before anything heavy
+        self.dist = distributed.current()  # rank 0 writes the run directory; every rank reads it
         if _resume is None:
-            self.run_dir = create_run_dir(cfg, run_dir)
-            cfg.train.run_dir = str(self.run_dir)
             # identifies this run's checkpoints: keep-last-k never deletes another run's
-            self.run_id = uuid.uuid4().hex
+            made = (str(create_run_dir(cfg, run_dir)), uuid.uuid4().hex) if self.dist.is_main else None
+            made = self.dist.broadcast_from_main(made)
+            self.run_dir, self.run_id = Path(made[0]), made[1]
+            cfg.train.run_dir = str(self.run_dir)
         else:
             self.run_dir = _resume.run_dir
             self.run_id = str(_resume.state.get("run_id") or uuid.uuid4().hex)
@@ -76,7 +79,8 @@ class Trainer:
             lora = {k: getattr(cfg.lora, k) for k in ("r", "alpha", "dropout", "target_modules")}
         model_path = str(_resume_from / "model") if _resume_from else cfg.model.name
         self.bundle = load_model(
-            model_path, device=cfg.model.device, dtype=cfg.model.dtype, lora=lora if not _resume_from else None,
+            model_path, device=self.dist.device(cfg.model.device), dtype=cfg.model.dtype,
+            lora=lora if not _resume_from else None,
             seed=cfg.train.seed, tiny=(cfg.model.tiny or None) if not _resume_from else None,
         )
         self.model = self.bundle.model
@@ -86,6 +90,11 @@ class Trainer:
             self.model.gradient_checkpointing_enable()
         self.pad_id = self.tok.pad_token_id
         self.spec = spec_of(cfg.algorithm.name)
+        self.ref_model = None
+        self.use_ref = cfg.optim.kl_coef > 0 or cfg.algorithm.kl_reward_coef > 0
+        if self.use_ref and not cfg.lora.enabled:  # copied before FSDP shards the policy
+            self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
+        self.dp = DataParallel(self.dist, self.model, self.device)  # DDP / FSDP2 / plain (one process)
         params = [p for p in self.model.parameters() if p.requires_grad]
         if not params:
             raise ValueError("the model has no trainable parameters")
@@ -98,28 +107,26 @@ class Trainer:
                            "lr_scale": (cfg.algorithm.value_lr or o.lr) / o.lr})
         self.trainable = params + (list(self.value_head.parameters()) if self.value_head is not None else [])
         self.optimizer = torch.optim.AdamW(groups, lr=o.lr, betas=tuple(o.betas), weight_decay=o.weight_decay)
-        self.ref_model = None
-        self.use_ref = o.kl_coef > 0 or cfg.algorithm.kl_reward_coef > 0
-        if self.use_ref and not cfg.lora.enabled:
-            self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
         # rollout.engine: hf (this model), openai (remote servers + weight push after each update), vllm
         self.engine, self.remote = build_engine(cfg, self.bundle, self.run_dir)
         self.collector = build_collector(cfg, self.engine, self.tok)
         self.eval_collector = build_collector(cfg, self.engine, self.tok, split="test")
-        self.metrics = MetricsLog(self.run_dir, cfg.train.tensorboard)
+        self.metrics = MetricsLog(self.run_dir, cfg.train.tensorboard and self.dist.is_main)
         if _resume is not None:
             # optimizer and RNG states were read (weights_only / JSON) and verified by plan_resume
-            self.optimizer.load_state_dict(_resume.optimizer_state)
+            self.dp.load_optimizer_state_dict(self.optimizer, _resume.optimizer_state)
             restore_rng(_resume.rng)
             if self.value_head is not None:
                 load_value_head(self.value_head, _resume_from / VALUE_HEAD_FILE)
             self.start_iteration = _resume.iteration
             if self.ref_model is not None and (_resume_from / "reference").exists():
-                ref = load_model(str(_resume_from / "reference"), device=cfg.model.device, dtype=cfg.model.dtype)
+                ref = load_model(str(_resume_from / "reference"), device=str(self.device), dtype=cfg.model.dtype)
                 self.ref_model = ref.model.eval().requires_grad_(False)
-            self.metrics.truncate_after(self.start_iteration)
-            for ckpt, _why in _resume.skipped:  # newer than the one resumed: out of the way of eval and prune
+            for ckpt, _why in _resume.skipped if self.dist.is_main else ():  # out of the way of eval and prune
                 log.warning("moved skipped checkpoint %s to %s", ckpt, set_aside(ckpt).name)
+            if self.dist.is_main:
+                self.metrics.truncate_after(self.start_iteration)
+        self.dp.add_reference(self.ref_model, self.value_head)
         if self.remote is not None:  # every server reachable and serving these weights before the first rollout
             self.remote.start(self.start_iteration)
         self.passes = PolicyPasses(cfg, self.model, self.ref_model, self.value_head, self.pad_id, self.device,
@@ -127,7 +134,8 @@ class Trainer:
         saved = cfg.to_dict()
         # overwrite cleared the directory once; a copy of this file used as --config must not clear it again
         saved["train"]["overwrite"] = False
-        (self.run_dir / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
+        if self.dist.is_main:
+            (self.run_dir / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
 
     @classmethod
     def resume(cls, run_dir: str | Path, overrides: dict | None = None, *, allow_config_change: bool = False
@@ -146,13 +154,15 @@ class Trainer:
         t = self.cfg.train
         last: dict = {}
         bar = None
-        if t.progress:
+        main = self.dist.is_main  # one progress bar, one metrics file, one set of curves: rank 0's
+        if t.progress and main:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=t.iterations, initial=self.start_iteration, desc="gigpo", unit="it", dynamic_ncols=True)
         if self.start_iteration == 0 and t.eval_episodes and t.eval_every:
             last_eval = self.evaluate(t.eval_episodes)
-            self.metrics.write({"iteration": 0, **{f"eval/{k}": v for k, v in last_eval.items()}})
+            if main:
+                self.metrics.write({"iteration": 0, **{f"eval/{k}": v for k, v in last_eval.items()}})
         it = self.start_iteration
         try:
             for it in range(self.start_iteration + 1, t.iterations + 1):
@@ -160,7 +170,8 @@ class Trainer:
                 if t.eval_episodes and ((t.eval_every and it % t.eval_every == 0) or it == t.iterations):
                     ev = self.evaluate(t.eval_episodes)
                     last.update({f"eval/{k}": v for k, v in ev.items()})
-                self.metrics.write(last)
+                if main:
+                    self.metrics.write(last)
                 if (t.checkpoint_every and it % t.checkpoint_every == 0) or it == t.iterations:
                     self.save(it)
                 if bar is not None:
@@ -180,7 +191,7 @@ class Trainer:
                 bar.close()
             self.collector.close()
             self.eval_collector.close()
-        if (self.run_dir / "metrics.jsonl").exists():
+        if main and (self.run_dir / "metrics.jsonl").exists():
             plot_curves(self.run_dir / "metrics.jsonl", self.run_dir / "curves.png")
         return last
 
@@ -195,7 +206,9 @@ class Trainer:
             group["lr"] = lr * group.get("lr_scale", 1.0)
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
-        batch, roll = collect_training_batch(self.collector, cfg, it)
+        with self.dp.full_weights():  # FSDP: generation runs on all-gathered weights
+            batch, roll, self.row_shard = collect_shards(self.collector, cfg, it, self.dist.shards,
+                                                         self.dist.n_shards)
         timings["time/rollout"] = time.perf_counter() - t0
         rec: dict[str, Any] = {"iteration": it, "optim/lr": lr}
         rec.update({f"rollout/{k}": v for k, v in roll.items()})
@@ -219,7 +232,8 @@ class Trainer:
         if self.remote is not None:  # push the new weights; the rollout-vs-learner log-prob gap, staleness
             rec.update(self.remote.after_update(it, batch, prep))
         rec.update(timings)
-        if cfg.train.sample_trajectories:
+        rec = self.dist.mean_metrics(rec)
+        if cfg.train.sample_trajectories and self.dist.is_main:  # rank 0's own groups
             write_samples(self.run_dir / "samples" / f"iter_{it:06d}.txt", batch, adv, cfg.train.sample_trajectories)
         return rec
 
@@ -229,14 +243,15 @@ class Trainer:
 
     def prepare(self, batch: RolloutBatch) -> dict:
         """Old/reference log-probs, critic values and KL of ``batch`` (see :meth:`PolicyPasses.prepare`)."""
-        return self.passes.prepare(batch)
+        with self.dp.full_weights():
+            return self.passes.prepare(batch)
 
     def update(self, batch: RolloutBatch, adv: np.ndarray, it: int, prep: dict | None = None,
                targets: np.ndarray | None = None) -> dict:
         o = self.cfg.optim
         prep = prep if prep is not None else self.prepare(batch)
         rows_all = prep["rows"]
-        if not rows_all:
+        if not (self.dist.all_sum([len(rows_all)])[0] if self.dist.active else rows_all):  # none on any rank
             warnings.warn("no trainable rows this iteration (all trajectories failed, or dynamic sampling kept no "
                           "group); update skipped", stacklevel=2)
             return {"update/skipped": 1.0}
@@ -245,17 +260,18 @@ class Trainer:
         if self.value_head is not None:
             critic = (torch.as_tensor(prep["values"], dtype=torch.float32),
                       torch.as_tensor(targets, dtype=torch.float32))
-        gen = np.random.default_rng([self.cfg.train.seed, it, rng_streams.MINIBATCH_ORDER])
+        # [seed, it, MINIBATCH_ORDER(, shard)]: per-shard orders, so ranks hold parts of the same mini-batches
+        epochs = distributed.minibatch_partition(getattr(self, "row_shard", np.zeros(len(batch), dtype=np.int64)),
+                                                 rows_all, self.dist.n_shards, self.cfg.train.seed, it,
+                                                 o.ppo_epochs, o.mini_batches)
         self.model.train()
         acc: dict[str, list[float]] = {}
         skipped = 0
-        for _epoch in range(o.ppo_epochs):
-            perm = [rows_all[i] for i in gen.permutation(len(rows_all))]
-            for mb in np.array_split(np.asarray(perm), o.mini_batches):
-                mb = mb.tolist()
-                if not mb:
+        for minibatches in epochs:
+            for mb in minibatches:
+                if not mb and not self.dist.active:  # ranks step together: an empty part still takes part
                     continue
-                stats = self._minibatch_step(batch, mb, prep["old"], prep.get("ref"), adv_t, critic)
+                stats = self._minibatch_step(batch, mb, prep.get("old", {}), prep.get("ref"), adv_t, critic)
                 if stats is None:
                     skipped += 1
                     continue
@@ -264,19 +280,31 @@ class Trainer:
         self.model.eval()
         rec = {k: float(np.mean(v)) for k, v in acc.items()}
         rec["update/skipped_steps"] = float(skipped)
-        rec["update/sampler_logprob_gap"] = prep["sampler_gap"]
+        rec["update/sampler_logprob_gap"] = prep.get("sampler_gap", 0.0)
         return rec
 
     def _minibatch_step(self, batch, mb, old, ref, adv_t, critic=None) -> dict | None:
         o, a = self.cfg.optim, self.cfg.algorithm
         lm = getattr(batch, "loss_mask", None)
-        tokens_total = sum(sum(lm[r]) if lm is not None else len(batch.response_ids[r]) for r in mb)
+        tokens_local = sum(sum(lm[r]) if lm is not None else len(batch.response_ids[r]) for r in mb)
+        micro = [mb[i:i + o.micro_batch_size] for i in range(0, len(mb), o.micro_batch_size)]
+        # the mini-batch's denominators over all ranks; k = K because DDP/FSDP average gradients over ranks
+        tokens_total, rows_total, n_micro = self.dp.global_counts(tokens_local, len(mb), len(micro))
+        if not rows_total:
+            return {}
+        k = self.dist.world_size
+        micro += [[]] * (n_micro - len(micro))  # padding steps: every rank runs the same collectives
         loss_fn = self.spec.loss_fn  # the algorithm table names the loss (policy_loss, gspo_loss, ...)
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
-        for i in range(0, len(mb), o.micro_batch_size):
-            rows = mb[i:i + o.micro_batch_size]
-            logp, mask, ent, values = self._logprobs(self.model, rows, batch, with_entropy=True, head=self.value_head)
+        bad = False
+        for i, rows in enumerate(micro):
+            self.dp.set_sync(last=i == len(micro) - 1)
+            if not rows:
+                self.dp.padding_step(self.pad_id, self.device)
+                continue
+            logp, mask, ent, values = self._logprobs(self.dp.train_model, rows, batch, with_entropy=True,
+                                                     head=self.value_head)
             L = logp.shape[1]
             old_lp = right_align([old[r] for r in rows], L).to(logp.device)
             adv = adv_t[rows].to(logp.device)
@@ -296,25 +324,34 @@ class Trainer:
                 kl_val = aggregate(kl_penalty(logp, ref_lp, o.kl_kind), mask, o.loss_agg, const)
                 loss = loss + o.kl_coef * kl_val
             # Exact gradient accumulation: weight each micro-batch by its share of the mini-batch's denominator.
-            weight = (mask.sum().item() / max(tokens_total, 1)) if o.loss_agg == "token-mean" else len(rows) / len(mb)
+            weight = k * (mask.sum().item() / max(tokens_total, 1) if o.loss_agg == "token-mean"
+                          else len(rows) / rows_total)
             total = loss * weight
             logs = [("loss/policy", pg.item()), ("loss/entropy", ent_mean.item()), ("loss/kl", kl_val.item()),
                     ("loss/clip_frac", st["clip_frac"]), ("loss/approx_kl", st["approx_kl"])]
             if critic is not None:  # the value loss is a mean over rows, whatever the policy loss aggregation
                 vl, vst = value_loss(values, critic[0][rows].to(values.device), critic[1][rows].to(values.device),
                                      a.value_clip)
-                total = total + a.value_coef * vl * (len(rows) / len(mb))
+                total = total + a.value_coef * vl * (k * len(rows) / rows_total)
                 logs += [("loss/value", vl.item()), ("value/clip_frac", vst["vf_clip_frac"]),
                          ("value/mean", vst["value_mean"])]
             if not torch.isfinite(total):
                 warnings.warn("non-finite loss; update skipped", stacklevel=2)
-                self.optimizer.zero_grad(set_to_none=True)
-                return None
+                if not self.dist.active:
+                    self.optimizer.zero_grad(set_to_none=True)
+                    return None
+                bad = True  # the other ranks still wait for this micro-batch's collectives
+                self.dp.padding_step(self.pad_id, self.device)
+                continue
             total.backward()
-            for k, v in (*logs, ("loss/total", loss.item())):
-                sums[k] = sums.get(k, 0.0) + float(v) * (weight if not k.startswith(("loss/value", "value/"))
-                                                         else len(rows) / len(mb))
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.trainable, self.cfg.optim.grad_clip or float("inf"))
+            for key, v in (*logs, ("loss/total", loss.item())):
+                sums[key] = sums.get(key, 0.0) + float(v) * (weight if not key.startswith(("loss/value", "value/"))
+                                                             else k * len(rows) / rows_total)
+        if self.dist.active and self.dist.all_max(float(bad)):
+            self.optimizer.zero_grad(set_to_none=True)
+            return None
+        self.dp.finish_gradients()
+        grad_norm = self.dp.clip_grad_norm(self.trainable, self.cfg.optim.grad_clip or float("inf"))
         if not math.isfinite(float(grad_norm)):
             warnings.warn("non-finite gradient norm; update skipped", stacklevel=2)
             self.optimizer.zero_grad(set_to_none=True)
@@ -326,7 +363,9 @@ class Trainer:
     # ------------------------------------------------------------------ eval / save
     def evaluate(self, episodes: int) -> dict:
         """Held-out seeds (and the env's test split when it has one), one trajectory each."""
-        summary, _ = run_evaluation(self.eval_collector, self.cfg.train.seed, episodes, self.cfg.train.eval_temperature)
+        with self.dp.full_weights():  # K ranks: the episodes split over ranks, the summary of all of them
+            summary, _ = distributed.split_evaluation(self.dist, run_evaluation, self.eval_collector,
+                                                      self.cfg.train.seed, episodes, self.cfg.train.eval_temperature)
         return summary
 
     def save(self, it: int) -> Path:
@@ -334,14 +373,20 @@ class Trainer:
 
         extra = {"run_id": self.run_id, "seed": self.cfg.train.seed,
                  "saved_at": datetime.now().isoformat(timespec="seconds")}
+        # FSDP: weights and optimiser state gathered from every rank (collectives); rank 0 writes the checkpoint
+        full_state = self.dp.model_state_dict()
+        optimizer_state = self.dp.optimizer_state_dict(self.optimizer)
+
         def save_model(p: Path) -> None:
-            save_pretrained(self.bundle, p)
+            save_pretrained(self.bundle, p, state_dict=full_state)
             if self.value_head is not None:  # next to model/ inside the (atomic) checkpoint directory
                 save_value_head(self.value_head, p.parent / VALUE_HEAD_FILE)
 
-        path = save_checkpoint(
-            self.run_dir, it, save_model, self.optimizer, extra, self.cfg.train.keep_checkpoints,
-        )
+        path = checkpoint_dir(self.run_dir, it)
+        if self.dist.is_main:
+            path = save_checkpoint(self.run_dir, it, save_model, self.optimizer, extra,
+                                   self.cfg.train.keep_checkpoints, optimizer_state=optimizer_state)
+        self.dist.barrier()  # nobody runs ahead of a checkpoint that is still being written
         return path
 
 

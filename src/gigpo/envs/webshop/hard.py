@@ -151,8 +151,8 @@ def _option_phrase(rng: random.Random, name: str, value: str, p: float) -> str:
     if name == "color":
         return rng.choice((f"{v} color", f"in {v}"))
     if name == "size":
-        return f"size {v}"
-    return v if v != value else f"{name} {v}"
+        return v if "size" in v else f"size {v}"
+    return f"{v} {name.removesuffix(' name')}"  # "vanilla scent", "maple flavor", "2 qt capacity"
 
 
 def _make_goal(rng: random.Random, p: C.Product, knobs: Difficulty) -> C.Goal:
@@ -166,15 +166,15 @@ def _make_goal(rng: random.Random, p: C.Product, knobs: Difficulty) -> C.Goal:
     text = rng.choice(
         (
             f"i need {C._article(ptype)}, {a}",
-            f"i am looking for {C._article(ptype)} that is {a}",
+            f"i am looking for {C._article(ptype)}, {a}",
             f"i want {C._article(ptype)}: {a}",
             f"find me {C._article(ptype)}; it should be {a}",
             f"i'm looking for {ptype}, {a}",
-            f"i would like {C._article(ptype)} that's {a}",
+            f"i would like {C._article(ptype)}, {a}",
         )
     )
     if goal_options:
-        text += " " + ", ".join(_option_phrase(rng, n, v, knobs.paraphrase) for n, v in goal_options.items())
+        text += ", " + ", ".join(_option_phrase(rng, n, v, knobs.paraphrase) for n, v in goal_options.items())
     return C.goal_for(p, text, attrs, goal_options, price_upper)
 
 
