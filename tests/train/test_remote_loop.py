@@ -66,6 +66,7 @@ def run(tmp_path, *extra):
     return batches, probes, recs, tr
 
 
+@pytest.mark.slow
 def test_openai_engine_loop_equals_hf_and_tracks_learner_weights(tmp_path, server):
     remote_engine = CompletionsEngine([server.url], "tiny", eos_ids=[0])
     served_before = probe(remote_engine)

@@ -29,6 +29,12 @@ Two isolation modes (``workers``), because a hung *thread* cannot be killed but 
     process-wide caches (datasets, catalogs) are loaded once per worker. The factory must be picklable (a
     module-level class or function, ``functools.partial`` of one, or :func:`registered_factory`) — a lambda is not.
 
+``"ray"``
+    Envs live in Ray actors (:mod:`gigpo.envs._ray_workers`): one per env, or ``num_workers`` shared ones; a
+    local ``ray.init`` or the cluster at ``ray_address``. Like ``process`` (a hung actor is killed, a batch's
+    calls run concurrently across actors) but the workers may sit on other machines; the factory travels by
+    cloudpickle, so a lambda works. Needs the ``[ray]`` extra.
+
 Construction (``factory()``) runs in the worker too, under ``start_timeout_s`` (default ``max(timeout_s, 120)``,
 since a fresh process must import Python modules and an env may load data).
 """
@@ -47,7 +53,7 @@ import numpy as np
 
 from gigpo.envs.base import Env
 
-WORKER_MODES = ("inline", "process")
+WORKER_MODES = ("inline", "process", "ray")
 #: Env attributes the collector reads; snapshotted in the worker after construction and after every reset.
 _ATTRS = ("instructions", "max_steps", "raw_action")
 
@@ -163,7 +169,8 @@ class EnvGuard:
     """
 
     def __init__(self, factory: Callable[[], Env], *, workers: str = "inline", timeout_s: float = 60.0,
-                 start_timeout_s: float | None = None, name: str | None = None):
+                 start_timeout_s: float | None = None, name: str | None = None, num_workers: int = 0,
+                 ray_address: str = ""):
         if workers not in WORKER_MODES:
             raise ValueError(f"env workers must be one of {WORKER_MODES}, got {workers!r}")
         if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0):
@@ -181,7 +188,13 @@ class EnvGuard:
         self.factory, self.workers, self.timeout_s = factory, workers, float(timeout_s)
         self.start_timeout_s = float(start_timeout_s if start_timeout_s is not None else max(timeout_s, 120.0))
         self.name = name or str(getattr(factory, "name", "") or "")
-        self._backend = (_workers.InlineBackend if workers == "inline" else _workers.ProcessBackend)(self)
+        self.num_workers, self.ray_address = int(num_workers), str(ray_address or "")
+        if workers == "ray":
+            from gigpo.envs._ray_workers import RayBackend
+
+            self._backend = RayBackend(self)
+        else:
+            self._backend = (_workers.InlineBackend if workers == "inline" else _workers.ProcessBackend)(self)
         self._handles: list[EnvHandle] = []
 
     def new(self) -> EnvHandle:

@@ -48,7 +48,8 @@ class Collector:
     excluded from every statistic of :meth:`RolloutBatch.summary` except ``failed_trajectories``; and that env
     instance is discarded — a fresh one from ``make_env`` takes its slot in the next collection.
     ``env_workers`` picks the isolation: ``"inline"`` (a runner thread, abandoned on a hang; cheap) or
-    ``"process"`` (one killable worker process per env; needs a picklable ``make_env``).
+    ``"process"`` (one killable worker process per env; needs a picklable ``make_env``) or ``"ray"`` (Ray actors;
+    ``env_worker_options``: ``num_workers``, ``ray_address`` — see :mod:`gigpo.envs._ray_workers`).
 
     ``mode="concat"`` (see :mod:`gigpo.rollout.concat`): the prompt of turn t is the whole interaction so far as
     one token sequence; when the next prompt plus ``max_response_tokens`` would exceed ``max_context_tokens``,
@@ -75,6 +76,7 @@ class Collector:
         env_timeout_s: float = 60.0,
         env_workers: str = "inline",
         env_name: str | None = None,
+        env_worker_options: dict | None = None,
     ):
         self.make_env = make_env
         self.engine = engine
@@ -87,7 +89,7 @@ class Collector:
         self.history_length = history_length
         self.require_think = require_think
         self._guard = EnvGuard(make_env, workers=env_workers, timeout_s=env_timeout_s,
-                               name=env_name or getattr(make_env, "name", None))
+                               name=env_name or getattr(make_env, "name", None), **(env_worker_options or {}))
         self._pool: list[EnvHandle | None] = []
         #: kept by gigpo.train.dynamic_sampling.check_failed_iterations: the run's stop rule for all-failed iterations
         self.failed_streak = 0
