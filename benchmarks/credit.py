@@ -1,0 +1,119 @@
+"""The evidence benchmark for the step-level term: paired-seed arms on `lock` (two sizes) and, when registered,
+`alfworld-gen`, plus the ω sweep; the paired difference of success AUC and final success per comparison with a
+bootstrap 95% CI and a two-sided sign test (statistics: benchmarks/credit_bridge.py ``paired``).
+
+Every run goes through :func:`gigpo.train.sweep.run_sweep` (subprocess per run, resumable, failures reported,
+seed-major order so an interrupted benchmark still has paired seeds). Equivalent `gigpo sweep` commands (they
+share OUT, so identical configs are reused by hash):
+
+    gigpo sweep --config lock --seeds 8 --out OUT --name lock5 \
+        algorithm=grpo,gigpo,hgpo,rloo,rloo+step,dapo,dapo+step
+    gigpo sweep --config lock --seeds 8 --out OUT --name lock8 env.rooms=8 env.max_steps=24 \
+        algorithm=grpo,gigpo,hgpo,rloo,rloo+step,dapo,dapo+step
+    gigpo sweep --config lock --seeds 8 --out OUT --name omega algorithm=gigpo \
+        algorithm.step_weight=0.4,0.8,1.2,2.0        # ω = 0 is the grpo arm, ω = 1 the gigpo arm
+
+Every arm of a study gets the same config except ``algorithm`` (and ω); DAPO's preset adds dynamic sampling,
+which collects extra rounds, so its env steps per iteration are not equal to the others' (reported as such).
+
+    python benchmarks/credit.py [--seeds 8] [--out runs/credit] [--studies lock5,lock8,omega] [--iterations N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from credit_bridge import HEADER, paired, row_md  # noqa: E402
+
+from gigpo.envs.registry import get_spec  # noqa: E402
+from gigpo.train.config import resolve_config_path  # noqa: E402
+from gigpo.train.sweep import build_cells, run_sweep  # noqa: E402
+
+ARMS = ["grpo", "gigpo", "hgpo", "rloo", "rloo+step", "dapo", "dapo+step"]
+PAIRS = [("grpo", "gigpo"), ("grpo", "hgpo"), ("gigpo", "hgpo"), ("rloo", "rloo+step"), ("dapo", "dapo+step")]
+STUDIES: dict[str, tuple[str, dict[str, list[str]], list[str]]] = {
+    "lock5": ("lock", {"algorithm": ARMS}, []),
+    "lock8": ("lock", {"algorithm": ARMS}, ["env.rooms=8", "env.max_steps=24"]),
+    "omega": ("lock", {"algorithm": ["gigpo"], "algorithm.step_weight": ["0.4", "0.8", "1.2", "2.0"]}, []),
+}
+
+
+def alfworld_study() -> tuple[str, dict[str, list[str]], list[str]] | None:
+    """The alfworld-gen study when that env and its preset exist (built by another change), else None."""
+    try:
+        get_spec("alfworld-gen")
+        config = str(resolve_config_path("alfworld-gen"))
+    except Exception:  # not registered / no preset in this checkout
+        return None
+    return (config, {"algorithm": ARMS}, [])
+
+
+def curves(cell, iterations: int) -> dict[int, list[float]]:
+    out = {}
+    for seed, run in cell.runs.items():
+        f = Path(run) / "metrics.jsonl"
+        if f.is_file():
+            recs = [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
+            c = [r["rollout/success_rate"] for r in recs if "rollout/success_rate" in r]
+            if len(c) >= iterations:
+                out[seed] = c[:iterations]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="runs/credit")
+    p.add_argument("--seeds", type=int, default=8)
+    p.add_argument("--studies", default="lock5,lock8,omega,alfworld")
+    p.add_argument("--iterations", type=int, default=0, help="override train.iterations (0: the preset's)")
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--pythonpath", default=os.environ.get("CREDIT_PYTHONPATH", ""))
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    studies = dict(STUDIES)
+    alf = alfworld_study()
+    if alf is not None:
+        studies["alfworld"] = alf
+    chosen = [s for s in args.studies.split(",") if s in studies]
+    skipped = [s for s in args.studies.split(",") if s not in studies]
+    extra = [f"train.iterations={args.iterations}"] if args.iterations else []
+    cells_of = {s: build_cells(studies[s][0], studies[s][1], studies[s][2] + extra) for s in chosen}
+    seeds = list(range(args.seeds))
+    env = {"PYTHONPATH": args.pythonpath} if args.pythonpath else None
+    for config in dict.fromkeys(studies[s][0] for s in chosen):  # one pool per config file, seed-major inside
+        mine = [s for s in chosen if studies[s][0] == config]
+        jobs = [(c, sd) for sd in seeds for s in mine for c in cells_of[s]]
+        cells = [c for s in mine for c in cells_of[s]]
+        results = run_sweep(config, cells, seeds, out, workers=args.workers, threads=1, extra_env=env, order=jobs)
+        for r in results:
+            if r.status == "failed":
+                print(f"FAILED {r.cell.label} seed {r.seed}: {r.error[-300:]}", file=sys.stderr)
+    lines = [HEADER]
+    for s in chosen:
+        by_label = {c.label: c for c in cells_of[s]}
+        its = cells_of[s][0].iterations
+        arm = {c.grid.get("algorithm"): c for c in cells_of[s] if len(c.grid) == 1}
+        for a, b in PAIRS if s != "omega" else []:
+            if a in arm and b in arm:
+                lines.append(row_md(f"{s}: {a} → {b}", paired(curves(arm[a], its), curves(arm[b], its))))
+        if s == "omega" and "lock5" in cells_of:
+            base = {c.grid["algorithm"]: c for c in cells_of["lock5"]}
+            for label, c in by_label.items():
+                lines.append(row_md(f"omega: grpo → gigpo {label.split(', ')[-1]}",
+                                    paired(curves(base["grpo"], its), curves(c, its))))
+    if skipped:
+        lines.append(f"\nnot run (env not registered here or unknown study): {', '.join(skipped)}")
+    text = "\n".join(lines)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "credit.md").write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
