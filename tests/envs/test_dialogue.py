@@ -141,3 +141,22 @@ def test_a_person_can_play():
     out = []
     res = play(make("dialogue-guess"), 4, input_fn=lambda _: next(lines), print_fn=lambda *a: out.append(a))
     assert res.won and res.steps == 2 and any("Animals:" in str(a) for a in out)
+
+
+@pytest.mark.parametrize(("preset", "name"), [("dialogue-guess", "dialogue-guess"), ("dialogue-booking", "dialogue-booking")])
+def test_tiny_presets_make_every_option_and_slot_one_token(preset, name):
+    """The tiny model must be able to emit each intent: every option name and at least one keyword per slot is a
+    single token of the vocabulary the preset builds."""
+    yaml = pytest.importorskip("yaml")
+    from gigpo.models.tokenizer import tiny_tokenizer
+    from gigpo.train.presets import CONFIG_DIR
+
+    cfg = yaml.safe_load((CONFIG_DIR / f"{preset}.yaml").read_text())
+    tiny = cfg["model"]["tiny"]
+    tok = tiny_tokenizer(tuple(tiny["extra_words"]), tiny["english_words"])
+    module = __import__(f"gigpo.envs.dialogue.{name.split('-')[1]}", fromlist=["SLOT_WORDS"])
+    names = list(module.CATALOG) if name == "dialogue-guess" else list(module.NAMES) + ["book"]
+    one_token = lambda w: len(tok(w, add_special_tokens=False)["input_ids"]) == 1  # noqa: E731
+    assert all(one_token(w) for w in names), [w for w in names if not one_token(w)]
+    for slot, keys in module.SLOT_WORDS.items():
+        assert any(one_token(k) for k in keys), slot

@@ -58,7 +58,7 @@ def test_unreachable_user_llm_is_one_clear_error():
     with pytest.raises(ValueError) as err:
         make("dialogue-guess", user="openai:m", user_base_url=url)
     msg = str(err.value)
-    assert "env.user_base_url" in msg and "cannot reach" in msg and "\n" not in msg
+    assert "user_base_url" in msg and "cannot reach" in msg and "\n" not in msg
 
 
 def test_empty_or_failing_user_reply_fails_the_trajectory():

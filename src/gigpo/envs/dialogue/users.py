@@ -69,8 +69,8 @@ class LLMUser:
             self.status = self.client.probe(model)
         except APIError as err:
             self.client.close()
-            raise ValueError(f"env.user_base_url={base_url!r}: the user-simulator LLM is not usable: "
-                             f"{' '.join(str(err).split())}") from None
+            raise ValueError(f"the user-simulator LLM (user_base_url) is not usable: {' '.join(str(err).split())}"
+                             ) from None
 
     def reply(self, system_prompt: str, conversation: list[tuple[str, str]], agent_text: str, convey: str) -> str:
         messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
