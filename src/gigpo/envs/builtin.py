@@ -8,6 +8,8 @@ register("frozenlake", "gigpo.envs.frozenlake:FrozenLakeEnv", "gymnasium FrozenL
 register("webshop", "gigpo.envs.webshop:WebShopEnv", "Offline WebShop: search, browse and buy from a generated catalog.")
 register("webshop-original", "gigpo.envs.webshop.env:OriginalWebShopEnv", "WebShop's own products and human goals, read from env.data_dir (never downloaded).")
 register("search", "gigpo.envs.search:SearchEnv", "Search-R1-style QA: search a corpus, then answer (exact match).")
+register("alfworld", "gigpo.envs.alfworld.real:AlfWorldEnv", "ALFWorld's own text games (TextWorld PDDL engine), read from env.data_dir / $ALFWORLD_DATA (never downloaded).")
+register("alfworld-gen", "gigpo.envs.alfworld.env:AlfWorldGenEnv", "Generated ALFWorld household games (all six task types) in ALFWorld's domain, on the same engine.")
 register("lock", "gigpo.envs.lock:LockEnv", "Combination-lock rooms with traps: sparse reward, recurring states (credit assignment).")
 # Noisy variants: ads inserted into observations (the GiGPO paper's noise experiment).
 register("webshop-noisy", "gigpo.envs.wrappers:make_noisy", "webshop with ads inserted into pages.", base="webshop")
