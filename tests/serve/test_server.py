@@ -46,7 +46,7 @@ def test_models_route_and_model_name_check(server):
     status, body = _call(server, "/v1/chat/completions", {"model": "gpt-4o", "messages": [
         {"role": "user", "content": "x"}]})
     assert status == 404 and "not served here" in body["error"]["message"]
-    assert _call(server, "/v1/completions", {})[0] == 404
+    assert _call(server, "/v1/embeddings", {})[0] == 404  # /v1/completions exists: tests/serve/test_completions.py
 
 
 def test_greedy_completion_usage_and_max_tokens(server):
@@ -86,7 +86,7 @@ def test_stop_strings_and_n(server):
     ({"messages": [{"role": "user", "content": "x"}], "temperature": 3}, "temperature"),
     ({"messages": [{"role": "user", "content": "x"}], "top_p": 0}, "top_p"),
     ({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}, "max_tokens"),
-    ({"messages": [{"role": "user", "content": "x"}], "stream": True}, "stream"),
+    ({"messages": [{"role": "user", "content": "x"}], "stream": "yes"}, "stream"),  # stream=true: test_completions
     ({"messages": [{"role": "user", "content": "x"}], "stop": ["a"] * 5}, "stop"),
 ])
 def test_bad_requests_are_400(server, bad, message):

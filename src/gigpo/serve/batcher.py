@@ -74,6 +74,10 @@ class Job:
     outputs: list[Generation] = field(default_factory=list)
     #: the oldest weights version any slice of this job was decoded with (gigpo.serve.weights)
     weights_version: int | None = None
+    #: streaming (gigpo.serve.streaming): called by the worker after every pass that left the job unfinished
+    on_progress: Any = None
+    stream: bool = False  #: chat: answer with server-sent events
+    stream_usage: bool = False  #: chat stream: a last chunk with usage (stream_options.include_usage)
 
     def fail(self, error: BaseException) -> None:
         if not self.done.is_set():
@@ -275,6 +279,9 @@ class Batcher:
                 r.done = (len(r.tokens) >= (j.max_tokens or 1) or len(g.token_ids) < width
                           or (bool(g.token_ids) and g.token_ids[-1] in self.engine.eos_ids)
                           or (bool(j.stop) and self._hits_stop(r.tokens, j.stop)))
+        for j in batch:
+            if j.on_progress is not None and not all(r.done for r in j.rows):
+                j.on_progress(j)
         for j in batch:
             if all(r.done for r in j.rows):
                 picked = [self._finish(Generation(r.tokens, r.logprobs, self._decode(r.tokens)), j) for r in j.rows]

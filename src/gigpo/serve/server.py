@@ -135,6 +135,10 @@ class _Handler(HardenedHandler):
             return self._error(404, str(e), "model_not_found")
         except (ValueError, TypeError) as e:
             return self._error(400, str(e))
+        if job.stream:  # server-sent events, one chunk per decoding pass (gigpo.serve.streaming)
+            from gigpo.serve.streaming import stream_chat
+
+            return stream_chat(self, job)
         self.server.batcher.submit(job)
         if not job.done.wait(REQUEST_TIMEOUT_S):
             job.cancelled = True  # the worker drops it at its next pass
@@ -175,7 +179,8 @@ def parse_chat_request(body: Any, models: set[str], limits: Limits | None = None
     Supported: ``messages`` (string content or text parts), ``temperature`` ∈ [0, 2] (0 = greedy; default 1),
     ``top_p`` ∈ (0, 1], ``max_tokens`` / ``max_completion_tokens`` ∈ [1, ``max_tokens_cap``], ``stop`` (string or
     up to 4 strings), ``n`` ∈ [1, ``max_n``], ``logprobs``. Numbers must be JSON numbers (no strings, booleans or
-    non-finite values). Streaming, tools and ``seed`` are rejected or ignored as documented.
+    non-finite values). ``stream`` (server-sent events, :mod:`gigpo.serve.streaming`) with ``stream_options``
+    ``include_usage``. Tools and ``seed`` are rejected or ignored as documented.
     """
     limits = limits or Limits()
     if not isinstance(body, dict):
@@ -183,8 +188,12 @@ def parse_chat_request(body: Any, models: set[str], limits: Limits | None = None
     model = body.get("model")
     if model is not None and model not in models:
         raise LookupError(f"model {model!r} is not served here; this server serves {sorted(models)[0]!r}")
-    if body.get("stream"):
-        raise ValueError("stream=true is not supported by gigpo serve")
+    stream = _optional(body, "stream", False)
+    if not isinstance(stream, bool):
+        raise ValueError(f"'stream' must be true or false, got {type(stream).__name__}")
+    stream_options = body.get("stream_options") or {}
+    if not isinstance(stream_options, dict):
+        raise ValueError("'stream_options' must be an object")
     msgs = body.get("messages")
     if not isinstance(msgs, list) or not msgs:
         raise ValueError("'messages' must be a non-empty list")
@@ -217,7 +226,8 @@ def parse_chat_request(body: Any, models: set[str], limits: Limits | None = None
     logprobs = _optional(body, "logprobs", False)
     if not isinstance(logprobs, bool):
         raise ValueError(f"'logprobs' must be true or false, got {type(logprobs).__name__}")
-    return Job(messages, max_tokens, temperature, top_p, n=n, stop=stop, logprobs=logprobs)
+    return Job(messages, max_tokens, temperature, top_p, n=n, stop=stop, logprobs=logprobs, stream=stream,
+               stream_usage=bool(stream_options.get("include_usage")))
 
 
 def load_for_serving(name_or_path: str, *, device: str = "auto", dtype: str = "auto", seed: int = 0) -> tuple[Any, str]:
