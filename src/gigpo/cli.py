@@ -94,8 +94,11 @@ def _train_run(args: argparse.Namespace) -> int:
     except (CheckpointError, RunFailed) as e:
         print(f"gigpo train: error: {e}", file=sys.stderr)
         return 1
-    except distributed.PeerFailed as e:  # another rank died: its own error is the one to read
-        print(f"gigpo train: rank {trainer.dist.rank}: stopped, {e}", file=sys.stderr)
+    except RuntimeError as e:  # another rank died or hung: its own error (printed there) is the one to read
+        if not (trainer.dist.active and distributed.is_peer_failure(e)):
+            raise
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print(f"gigpo train: rank {trainer.dist.rank}: stopped, another rank failed ({first[:200]})", file=sys.stderr)
         return 1
     if not trainer.dist.is_main:
         return 0
@@ -207,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser(
         "eval", help="evaluate a checkpoint (or a model) on held-out seeds",
         epilog="With --agent openai:MODEL --base-url URL an OpenAI-compatible API is the agent "
-               "(see `gigpo eval --agent openai:x --help`).",
+               "(see `gigpo eval --agent openai:x --help`); with --agent oracle|random a scripted agent "
+               "(see `gigpo eval --agent oracle --help`).",
     )
     e.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import MODULE first (repeatable): a module that registers envs with gigpo.envs.register")
@@ -244,6 +248,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _agent_arg(argv: list[str]) -> str | None:
+    """The value of ``--agent`` in ``argv`` (``--agent X`` or ``--agent=X``)."""
+    for i, a in enumerate(argv):
+        if a.startswith("--agent="):
+            return a.split("=", 1)[1]
+        if a == "--agent" and i + 1 < len(argv):
+            return argv[i + 1]
+    return None
+
+
 def _delegated(argv: list[str]) -> int | None:
     """Subcommands with their own argument parsers (each module owns its flags)."""
     if not argv:
@@ -260,6 +274,10 @@ def _delegated(argv: list[str]) -> int | None:
 
         return serve_main(rest)
     if cmd == "eval" and any(a == "--agent" or a.startswith("--agent=") for a in rest):
+        if _agent_arg(rest) in ("oracle", "random"):  # scripted agents: no model, no API
+            from gigpo.agent.scripted import scripted_main
+
+            return scripted_main(rest)
         from gigpo.serve.evaluate_api import eval_api_main
 
         return eval_api_main(rest)

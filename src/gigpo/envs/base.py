@@ -27,6 +27,11 @@ class Env(ABC):
     * ``instructions`` (class attribute or property): rules of the env and the action vocabulary, shown once at the
       top of every prompt.
     * ``max_steps``: the env's own step cap (the rollout also has one; the smaller wins).
+    * Optional, for scripted agents (``gigpo eval --agent oracle|random``, :mod:`gigpo.agent.scripted`):
+      ``oracle_action(self) -> str``, the oracle's next action text for the env's current state (called after
+      ``reset`` and after every step that did not end the episode). ``--agent random`` needs no method: it picks
+      uniformly (seeded) among ``info["admissible_actions"]``. An env that reports ``info["task_type"]`` or
+      ``info["data_source"]`` gets its success broken down per value in evaluation tables.
 
     Envs know nothing about models, tokenizers or prompts.
     """

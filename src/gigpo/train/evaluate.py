@@ -24,6 +24,8 @@ from gigpo.train.config import (
     validate,
 )
 
+#: Per-task-type columns in the GiGPO paper's ALFWorld order (envs report the type as ``data_source``).
+TASK_COLUMNS = ("Pick", "Look", "Clean", "Heat", "Cool", "Pick2")
 #: Train task seeds live in [0, 2^30); held-out evaluation seeds in [2^30, 2^31) — disjoint by construction.
 EVAL_SEED_BASE = 2**30
 
@@ -55,14 +57,23 @@ def probe_env(cfg: Config) -> None:
     """Build (and close) one env of ``cfg`` so that a missing data file or a bad option fails before any model
     loads. Envs share their heavy data per process (catalogs, corpora), so the real run reuses what this loads.
 
-    The constructor's TypeError/ValueError (``env.size=0``) becomes a ConfigError naming the ``env.*`` keys."""
+    The constructor's TypeError/ValueError (``env.size=0``) becomes a ConfigError naming the ``env.*`` keys.
+    With ``rollout.decoding=constrained`` the env is also reset once: it must list ``admissible_actions`` in its
+    reset info, else a ConfigError naming the env."""
     try:
         env = env_factory(cfg)()
     except ConfigError:
         raise
     except (TypeError, ValueError) as err:
         raise env_option_error(cfg, err) from None
-    env.close()
+    try:
+        if cfg.rollout.decoding == "constrained":
+            _, info = env.reset(EVAL_SEED_BASE)
+            if not (isinstance(info, dict) and info.get("admissible_actions")):
+                raise ConfigError(f"rollout.decoding=constrained: env {cfg.env.name!r} lists no admissible actions "
+                                  "(info['admissible_actions'] at reset); use rollout.decoding=free")
+    finally:
+        env.close()
 
 
 def check_model_options(cfg: Config, model_name: str | None = None) -> None:
@@ -116,7 +127,7 @@ def build_collector(cfg: Config, engine: Any, tokenizer: Any, split: str | None 
         history_length=cfg.prompt.history_length, require_think=cfg.prompt.require_think,
         env_timeout_s=r.env_timeout_s, env_name=cfg.env.name, env_workers=r.env_workers,
         env_worker_options={"num_workers": r.num_env_workers, "ray_address": r.ray_address} if r.env_workers == "ray"
-        else None,
+        else None, decoding=r.decoding,
     )
     if r.mode == "concat":  # one growing sequence per trajectory (RAGEN-style), in training and evaluation alike
         from gigpo.train.algorithms import context_limit
@@ -211,18 +222,29 @@ def evaluate_model(
 
 def format_table(summary: dict, label: str = "agent") -> str:
     """Markdown: the overall metrics; with data sources, also one row in the GiGPO paper's layout (one column per
-    data source, then the average over sources) for success/EM and, when reported, F1."""
+    data source, then the average over sources) for success/EM and, when reported, F1. When the sources are
+    ALFWorld's task types, the columns follow the paper (:data:`TASK_COLUMNS`) and the last is "All", the rate over
+    all episodes."""
     overall = {k: v for k, v in summary.items() if "/" not in k}
     lines = ["| metric | value |", "|---|---|"]
     lines += [f"| {k} | {v:.4f} |" for k, v in overall.items()]
     sources = sorted({k.split("/")[0] for k in summary if "/" in k})
+    # ALFWorld's task types: the paper's column order, and "All" = over episodes (not the mean of the columns)
+    by_task = bool(sources) and set(sources) <= set(TASK_COLUMNS)
+    if by_task:
+        sources.sort(key=TASK_COLUMNS.index)
     if sources:
         head = "| metric | " + " | ".join(f"{s} (n={int(summary.get(f'{s}/episodes', 0))})" for s in sources)
-        lines += ["", head + " | avg |", "|---" * (len(sources) + 2) + "|"]
+        lines += ["", head + (" | All |" if by_task else " | avg |"), "|---" * (len(sources) + 2) + "|"]
         for key, name in (("success_rate", "EM / success"), ("f1", "F1"), ("score", "score")):
             vals = [summary.get(f"{s}/{key}") for s in sources]
             if any(v is None for v in vals):
                 continue
             cells = " | ".join(f"{100 * v:.1f}" for v in vals)
-            lines.append(f"| {label} {name} | {cells} | {100 * sum(vals) / len(vals):.1f} |")
+            if by_task:
+                ns = [summary.get(f"{s}/episodes", 0) for s in sources]
+                last = sum(v * n for v, n in zip(vals, ns)) / max(sum(ns), 1)
+            else:
+                last = sum(vals) / len(vals)
+            lines.append(f"| {label} {name} | {cells} | {100 * last:.1f} |")
     return "\n".join(lines)
