@@ -50,7 +50,7 @@ def test_easy_env_reproduces_old_observations_and_rewards(cache):
             "oracle": oracle_action,
             "rule": rule_action,
             "rule+options": lambda e: rule_action(e, True),
-            "random": lambda e: random_action(e, rng),
+            "random": lambda e, rng=rng: random_action(e, rng),
         }[ep["policy"]]
         obs, info = env.reset(seed)
         observations, actions, rewards = [obs], [], []
@@ -65,7 +65,10 @@ def test_easy_env_reproduces_old_observations_and_rewards(cache):
 
 
 def test_hard_is_the_default_and_differs(cache):
-    hard, easy = make("webshop", split="test", cache_dir=cache), WebShopEnv(split="test", difficulty="easy", cache_dir=cache)
+    hard, easy = (
+        make("webshop", split="test", cache_dir=cache),
+        WebShopEnv(split="test", difficulty="easy", cache_dir=cache),
+    )
     assert hard.reset(0)[0] != easy.reset(0)[0]
     assert hard.catalog is WebShopEnv(split="test", cache_dir=cache).catalog  # shared per process
 
@@ -79,10 +82,14 @@ def test_every_hard_goal_is_solvable(small_hard):
     for g in goals:
         text = g["instruction_text"]
         assert text == text.lower() and g["attributes"]
-        if g["price_upper"] < 1e6:  # WebShop's clause, which the rule baseline and the oracle strip before searching
+        if (
+            g["price_upper"] < 1e6
+        ):  # WebShop's clause, which the rule baseline and the oracle strip before searching
             assert text.endswith(f", and price lower than {g['price_upper']:.2f} dollars")
         assert attainable_score(by[g["asin"]], g) == pytest.approx(1.0), text
-        assert g["asin"] in index.search(g["name"].lower()), g["name"]  # the oracle's fallback finds the target
+        assert g["asin"] in index.search(g["name"].lower()), g[
+            "name"
+        ]  # the oracle's fallback finds the target
 
 
 def test_oracle_scores_one_on_hard_test_goals(cache):
@@ -102,7 +109,9 @@ def test_hard_generation_is_deterministic_and_seeded(small_hard, tmp_path):
     (path,) = tmp_path.glob("catalog-*hard*.json")
     assert load_or_build(N, 3, cache_dir=tmp_path, difficulty=knobs) == small_hard  # read back from the cache
     other = Difficulty(paraphrase=0.0)
-    assert load_or_build(N, 3, cache_dir=tmp_path, difficulty=other) == generate_catalog(N, 3, difficulty=other)
+    assert load_or_build(N, 3, cache_dir=tmp_path, difficulty=other) == generate_catalog(
+        N, 3, difficulty=other
+    )
     assert len(list(tmp_path.glob("catalog-*.json"))) == 2  # one file per knob setting
 
 
@@ -134,8 +143,11 @@ def test_near_misses_share_the_title_and_differ_in_one_thing():
     families: dict[tuple, list] = {}
     for p in data["products"]:
         families.setdefault((p["type_word"], p["title_nouns"][0], p["material"], p["audience"]), []).append(p)
+
     def changes(a, b) -> int:
-        return sum((a["Attributes"] != b["Attributes"], a["options"] != b["options"], a["pricing"] != b["pricing"]))
+        return sum(
+            (a["Attributes"] != b["Attributes"], a["options"] != b["options"], a["pricing"] != b["pricing"])
+        )
 
     siblings = 0
     for fam in families.values():

@@ -63,8 +63,16 @@ class Difficulty:
         return "-".join(f"{v:g}" for v in asdict(self).values())
 
 
-def _render(rng: random.Random, fam: dict[str, Any], asin: str, attrs: list[str], n_hidden: int,
-            options: dict[str, list[str]], pricing: list[float], indexed_options: bool) -> C.Product:
+def _render(
+    rng: random.Random,
+    fam: dict[str, Any],
+    asin: str,
+    attrs: list[str],
+    n_hidden: int,
+    options: dict[str, list[str]],
+    pricing: list[float],
+    indexed_options: bool,
+) -> C.Product:
     """A product record in the easy generator's format; the last ``n_hidden`` attributes appear only in bullets
     after a generic first one (WebShop's index holds title, description, first bullet and options)."""
     cat, sub, ptype, brand = fam["cat"], fam["sub"], fam["ptype"], fam["brand"]
@@ -88,14 +96,29 @@ def _render(rng: random.Random, fam: dict[str, Any], asin: str, attrs: list[str]
     reviews = []
     for _ in range(rng.randint(1, 3)):
         head, score = rng.choice(REVIEW_TITLES)
-        reviews.append({"title": head, "score": score, "body": f"{head.lower()}; the {ptype} is {rng.choice(attrs)}."})
+        reviews.append(
+            {"title": head, "score": score, "body": f"{head.lower()}; the {ptype} is {rng.choice(attrs)}."}
+        )
     return {
-        "asin": asin, "category": cat.key, "query": sub.query,
+        "asin": asin,
+        "category": cat.key,
+        "query": sub.query,
         "product_category": f"{cat.root} › {sub.path} › {ptype.title()}",
-        "Title": title, "type_word": ptype, "title_nouns": nouns, "Description": description,
-        "BulletPoints": bullets, "Attributes": attrs, "options": options, "pricing": pricing, "Price": price_tag,
-        "price": price, "Reviews": reviews, "Rating": f"{sum(r['score'] for r in reviews) / len(reviews):.1f}",
-        "material": material, "audience": audience, "indexed_options": indexed_options,
+        "Title": title,
+        "type_word": ptype,
+        "title_nouns": nouns,
+        "Description": description,
+        "BulletPoints": bullets,
+        "Attributes": attrs,
+        "options": options,
+        "pricing": pricing,
+        "Price": price_tag,
+        "price": price,
+        "Reviews": reviews,
+        "Rating": f"{sum(r['score'] for r in reviews) / len(reviews):.1f}",
+        "material": material,
+        "audience": audience,
+        "indexed_options": indexed_options,
     }
 
 
@@ -105,7 +128,9 @@ def _option_pools(fam: dict[str, Any]) -> dict[str, tuple[str, ...]]:
 
 
 def _pick_values(rng: random.Random, pool: tuple[str, ...]) -> list[str]:
-    picked = set(rng.sample(pool, k=rng.randint(min(OPTION_VALUES[0], len(pool)), min(OPTION_VALUES[1], len(pool)))))
+    picked = set(
+        rng.sample(pool, k=rng.randint(min(OPTION_VALUES[0], len(pool)), min(OPTION_VALUES[1], len(pool))))
+    )
     return [v for v in pool if v in picked]  # the pool's natural order
 
 
@@ -114,7 +139,9 @@ def _base_spec(rng: random.Random, fam: dict[str, Any], knobs: Difficulty) -> di
     n_hidden = sum(rng.random() < knobs.hidden_attributes for _ in attrs)
     pools = _option_pools(fam)
     n_names = rng.choices((0, 1, 2), weights=OPTION_NAMES_WEIGHTS)[0]
-    options = {n: _pick_values(rng, pools[n]) for n in sorted(rng.sample(sorted(pools), k=min(n_names, len(pools))))}
+    options = {
+        n: _pick_values(rng, pools[n]) for n in sorted(rng.sample(sorted(pools), k=min(n_names, len(pools))))
+    }
     base = C._money(fam["base"] * rng.uniform(0.7, 1.4))
     pricing = [base, C._money(base * rng.uniform(1.1, 1.8))] if rng.random() < 0.35 else [base]
     return {"attrs": attrs, "n_hidden": n_hidden, "options": options, "pricing": pricing}
@@ -157,7 +184,9 @@ def _option_phrase(rng: random.Random, name: str, value: str, p: float) -> str:
 
 def _make_goal(rng: random.Random, p: C.Product, knobs: Difficulty) -> C.Goal:
     attrs = rng.sample(p["Attributes"], k=min(len(p["Attributes"]), rng.choice((1, 2, 2, 3))))
-    goal_options = {n: rng.choice(vs) for n, vs in p["options"].items() if rng.random() < knobs.goal_option_rate}
+    goal_options = {
+        n: rng.choice(vs) for n, vs in p["options"].items() if rng.random() < knobs.goal_option_rate
+    }
     price_upper = C.price_upper_for(p["price"], rng)
     ptype = reword(rng, p["type_word"], TYPE_WORDINGS, knobs.paraphrase)
     if rng.random() < 0.5:
@@ -198,19 +227,33 @@ def generate_hard(num_products: int, seed: int, goals_per_product: int, knobs: D
                     break
         for spec in specs[: num_products - len(products)]:
             indexed = rng.random() >= knobs.item_page_options
-            products.append(_render(rng, fam, asins[len(products)], spec["attrs"], spec["n_hidden"], spec["options"],
-                                    spec["pricing"], indexed))
+            products.append(
+                _render(
+                    rng,
+                    fam,
+                    asins[len(products)],
+                    spec["attrs"],
+                    spec["n_hidden"],
+                    spec["options"],
+                    spec["pricing"],
+                    indexed,
+                )
+            )
         f += 1
     rng.shuffle(products)
     goals = C.distinct_goals(rng, products, goals_per_product, lambda r, p: _make_goal(r, p, knobs))
     rng.shuffle(goals)
     n_test = max(1, round(C.TEST_FRACTION * len(goals)))
     return {
-        "version": C.CATALOG_VERSION, "hard_version": HARD_VERSION, "difficulty": asdict(knobs),
-        "num_products": num_products, "catalog_seed": seed, "goals_per_product": goals_per_product,
-        "products": products, "goals": {"test": goals[:n_test], "train": goals[n_test:]},
+        "version": C.CATALOG_VERSION,
+        "hard_version": HARD_VERSION,
+        "difficulty": asdict(knobs),
+        "num_products": num_products,
+        "catalog_seed": seed,
+        "goals_per_product": goals_per_product,
+        "products": products,
+        "goals": {"test": goals[:n_test], "train": goals[n_test:]},
     }
-
 
 
 def resolve_difficulty(level: str, **knobs: Any) -> Difficulty | None:
@@ -219,7 +262,9 @@ def resolve_difficulty(level: str, **knobs: Any) -> Difficulty | None:
     given = {k: v for k, v in knobs.items() if v is not None}
     if level == "easy":
         if given:
-            raise ValueError(f"difficulty='easy' takes no knobs (got {', '.join(sorted(given))}); use difficulty='hard'")
+            raise ValueError(
+                f"difficulty='easy' takes no knobs (got {', '.join(sorted(given))}); use difficulty='hard'"
+            )
         return None
     if level != "hard":
         raise ValueError(f"difficulty must be 'easy' or 'hard', not {level!r}")
