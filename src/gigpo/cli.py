@@ -84,12 +84,19 @@ def _train_run(args: argparse.Namespace) -> int:
     install_sigterm_as_interrupt()
     if trainer.dist.is_main:
         print(f"run directory: {trainer.run_dir}")
+    from gigpo.rollout.engine_openai import RemoteEngineError
     from gigpo.train.dynamic_sampling import RunFailed  # loaded with the trainer already: no import cost
 
     try:
         last = trainer.train()
     except KeyboardInterrupt:
         return 130
+    except RemoteEngineError as e:  # rollout.engine=openai: a server gone for good (after its retries)
+        from gigpo.train.checkpoint import list_checkpoints
+
+        done = list_checkpoints(trainer.run_dir)
+        print(f"gigpo train: error: {e}; last checkpoint: {done[-1] if done else 'none'} (intact)", file=sys.stderr)
+        return 1
     # a full disk during a save (the previous checkpoint is intact), or envs that failed every trajectory
     except (CheckpointError, RunFailed) as e:
         print(f"gigpo train: error: {e}", file=sys.stderr)

@@ -90,3 +90,51 @@ def test_openai_engine_loop_equals_hf_and_tracks_learner_weights(tmp_path, serve
     assert server.batcher.weights_version == 2
     assert len(list((tmp_path / "openai" / "pushed_weights").glob("*.safetensors"))) == 2
     tr.collector.close()
+
+
+def serve_tiny(tmp_path, seed=99):
+    save_pretrained(load_model("tiny", device="cpu", seed=seed, tiny=eval_tiny()), tmp_path / "served")
+    srv = make_server(str(tmp_path / "served"), port=0, device="cpu", served_model_name="tiny")
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def test_a_server_that_dies_mid_run_is_retried_then_a_clear_error_and_the_checkpoint_is_intact(tmp_path):
+    from gigpo.rollout.engine_openai import RemoteEngineError
+    from gigpo.train.checkpoint import list_checkpoints, verify_checkpoint
+
+    srv = serve_tiny(tmp_path)
+    cfg = load_config(None, SMALL + [f"train.run_dir={tmp_path / 'run'}", "train.iterations=3", "train.checkpoint_every=1",
+                                     "rollout.engine=openai", f"rollout.engine_urls={srv.url}",
+                                     "rollout.engine_model=tiny", "rollout.engine_max_retries=2"])
+    tr = Trainer(cfg)
+    save = tr.save
+
+    def save_then_kill_the_server(it):
+        path = save(it)
+        srv.close()  # after the first checkpoint: iteration 2's rollout finds nobody
+        return path
+
+    tr.save = save_then_kill_the_server
+    with pytest.raises(RemoteEngineError, match=r"gave up after 3 attempts"):  # 503 or refused: both retried
+        tr.train()
+    ckpts = list_checkpoints(tmp_path / "run")
+    assert [c.name for c in ckpts] == ["iter_000001"] and verify_checkpoint(ckpts[0]) is None
+
+
+def test_a_failed_weight_push_is_tolerated_within_max_staleness_then_refused(tmp_path, server):
+    import socket
+
+    from gigpo.rollout.engine_openai import RemoteEngineError
+    from gigpo.train.weight_sync import FullWeightSync
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    learner = load_model("tiny", device="cpu", seed=99, tiny=eval_tiny())  # the server's own weights
+    engine = CompletionsEngine([server.url, dead], "tiny", eos_ids=[0], max_retries=0, max_staleness=1)
+    sync = FullWeightSync(learner.model, engine, tmp_path / "w")
+    rec = sync.push(1)  # the dead server stays at version 0: one behind, allowed
+    assert rec["weights/push_failures"] == 1 and engine.server_versions == [1, 0]
+    with pytest.raises(RemoteEngineError, match="2 versions old"):
+        sync.push(2)

@@ -1,0 +1,72 @@
+"""The openai engine's parsing of completions bodies (vLLM's and gigpo serve's spellings) and its bad-input
+errors: missing token ids, mismatched log-probs, an unreachable URL (before any model loads)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from gigpo.rollout.engine_openai import CompletionsEngine, RemoteEngineError, parse_completions
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_vllm_and_gigpo_spellings_of_token_ids():
+    vllm = {"choices": [  # return_tokens_as_token_ids, out of order (OpenAI orders by index, not position)
+        {"index": 1, "text": "b", "logprobs": {"tokens": ["token_id:9"], "token_logprobs": [-0.5]}},
+        {"index": 0, "text": "a!", "logprobs": {"tokens": ["token_id:4", "token_id:2"], "token_logprobs": [-1, -2.5]}},
+    ]}
+    a, b = parse_completions(vllm, 2, "s")
+    assert (a.token_ids, a.logprobs, a.text, b.token_ids) == ([4, 2], [-1.0, -2.5], "a!", [9])
+    ours = {"choices": [{"index": 0, "text": "x", "token_ids": [7, 8],
+                         "logprobs": {"tokens": ["x", ""], "token_logprobs": [-0.1, -0.2]}}]}
+    assert parse_completions(ours, 1, "s")[0].token_ids == [7, 8]
+
+
+@pytest.mark.parametrize("body, words", [
+    ({"choices": [{"index": 0, "text": "hi", "logprobs": {"tokens": ["hi"], "token_logprobs": [-1]}}]},
+     "no token ids"),
+    ({"choices": [{"index": 0, "text": "hi", "token_ids": [1, 2], "logprobs": {"token_logprobs": [-1]}}]},
+     "2 token ids but log-probs"),
+    ({"choices": [{"index": 0, "text": "hi", "token_ids": [1], "logprobs": None}]}, "log-probs None"),
+    ({"choices": []}, "0 choices for 1 prompts"),
+    ({"error": "x"}, "without choices"),
+])
+def test_malformed_answers_are_clear_errors(body, words):
+    with pytest.raises(RemoteEngineError, match=words):
+        parse_completions(body, 1, "server")
+
+
+def test_unreachable_url_fails_before_the_first_rollout(tmp_path, capsys):
+    from gigpo.cli import main as cli_main
+
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    with pytest.raises(RemoteEngineError, match="not reachable"):
+        CompletionsEngine([url], "m", eos_ids=[0], max_retries=0).probe()
+    with pytest.raises(RemoteEngineError, match="constrained decoding"):
+        CompletionsEngine([url], "m", eos_ids=[0]).generate([[1]], max_new_tokens=1, constraints=[object()])
+    run = tmp_path / "run"
+    code = cli_main(["train", "rollout.engine=openai", f"rollout.engine_urls={url}", f"train.run_dir={run}",
+                     "train.iterations=1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "rollout.engine_urls" in err[0] and url in err[0]
+    assert not run.exists()  # refused before the run directory or the model
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["rollout.engine=openai"], "needs rollout.engine_urls"),
+    (["rollout.engine=openai", "rollout.engine_urls=ftp://x"], "is not an http"),
+    (["rollout.engine_urls=http://h:1/v1"], "rollout.engine='hf'"),
+    (["rollout.max_staleness=-1"], "max_staleness"),
+    (["rollout.num_env_workers=2"], "applies to rollout.env_workers=ray"),
+])
+def test_config_mistakes_are_one_line(overrides, words):
+    from gigpo.train.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=words):
+        load_config(None, overrides)
