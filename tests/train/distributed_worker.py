@@ -1,5 +1,6 @@
-"""Worker of tests/train/test_distributed.py, run under ``torchrun``: trains each configuration it is given (one
-per ``--run NAME key=value ...`` group, sharing one process group) and leaves each run directory behind.
+"""Worker of tests/train/test_distributed.py, run under ``torchrun``: trains each configuration it is given, one
+per ``+run key=value ...`` or ``+resume RUN_DIR key=value ...`` group (``+``, not ``--``, which torchrun would
+read), in one process group — one job launch for several runs — and leaves each run directory behind.
 
 Each rank's own numbers are not written anywhere: the test compares the checkpoints rank 0 writes."""
 
@@ -8,19 +9,25 @@ from __future__ import annotations
 import sys
 
 from gigpo.train import distributed
-from gigpo.train.config import load_config
+from gigpo.train.config import load_config, parse_cli_overrides
+from gigpo.train.rundir import plan_resume
 from gigpo.train.trainer import Trainer
 
 
 def main(argv: list[str]) -> int:
     runs: list[list[str]] = []
     for a in argv:
-        if a == "--run":
-            runs.append([])
+        if a in ("+run", "+resume"):  # +resume RUN_DIR key=value ...: continue that run (Trainer.resume)
+            runs.append([a])
         else:
             runs[-1].append(a)
-    for overrides in runs:
-        cfg = load_config(None, overrides)
+    for kind, *args in runs:
+        if kind == "+resume":
+            plan = plan_resume(args[0], parse_cli_overrides(args[1:]))
+            distributed.init(plan.cfg)
+            Trainer.from_plan(plan).train()
+            continue
+        cfg = load_config(None, args)
         distributed.init(cfg)
         Trainer(cfg).train()
     distributed.shutdown()

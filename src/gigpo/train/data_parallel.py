@@ -138,7 +138,15 @@ class DataParallel:
             return None
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-        return get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        full = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        # tied parameters (embeddings = lm_head) come back as separate copies, which save_pretrained cannot
+        # recognise as tied: keep the first name of each, as a single-process checkpoint has
+        seen: set[int] = set()
+        for name, p in self.model.named_parameters(remove_duplicate=False):
+            if id(p) in seen:
+                full.pop(name, None)
+            seen.add(id(p))
+        return full
 
     def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict:
         """What the checkpoint stores as ``optimizer.pt``. DDP: the optimiser is replicated, rank 0's state is

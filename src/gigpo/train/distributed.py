@@ -254,5 +254,12 @@ def split_evaluation(ctx: DistContext, run_evaluation: Any, collector: Any, seed
     return evaluation_summary(merged), merged
 
 
-#: what a collective raises when a peer rank died or timed out (gloo: the connection closed; NCCL: a watchdog)
-PeerFailed = getattr(torch.distributed, "DistError", RuntimeError)
+_PEER_SIGNS = ("connection closed by peer", "connection reset by peer", "broken pipe", "timed out", "nccl")
+
+
+def is_peer_failure(err: BaseException) -> bool:
+    """Whether ``err`` is what a collective raises on this rank because another rank died or hung: a
+    ``torch.distributed.DistError``, or gloo's RuntimeError ("Connection closed by peer", a timeout)."""
+    if isinstance(err, getattr(torch.distributed, "DistError", ())):
+        return True
+    return isinstance(err, RuntimeError) and any(s in str(err).lower() for s in _PEER_SIGNS)
