@@ -138,3 +138,29 @@ def test_a_failed_weight_push_is_tolerated_within_max_staleness_then_refused(tmp
     assert rec["weights/push_failures"] == 1 and engine.server_versions == [1, 0]
     with pytest.raises(RemoteEngineError, match="2 versions old"):
         sync.push(2)
+
+
+def test_a_lora_learner_pushes_merged_weights_equal_to_its_outputs(tmp_path):
+    import torch
+    from safetensors.torch import load_model as load_into
+
+    from gigpo.train.weight_sync import save_weights
+
+    lora = {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}
+    learner = load_model("tiny", device="cpu", seed=5, tiny=eval_tiny(), lora=lora)
+    with torch.no_grad():  # a trained adapter: B is zero at init, so give it weights
+        for name, p in learner.model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5)
+    save_weights(learner.model, tmp_path / "w.safetensors")
+    plain = load_model("tiny", device="cpu", seed=6, tiny=eval_tiny())
+    load_into(plain.model, str(tmp_path / "w.safetensors"), strict=True)
+    ids = torch.tensor([PROBE])
+    with torch.no_grad():
+        want, got = learner.model(input_ids=ids).logits, plain.model(input_ids=ids).logits
+        base = learner.model.get_base_model()
+        with learner.model.disable_adapter():
+            without = base(input_ids=ids).logits
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(without, want, atol=1e-3)  # the adapter matters: the comparison can fail
+    assert all(p.requires_grad is False or "lora" in n for n, p in learner.model.named_parameters())

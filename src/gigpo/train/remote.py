@@ -67,9 +67,10 @@ def build_engine(cfg: Any, bundle: Any, run_dir: Path) -> tuple[Any, RemoteRollo
     eos = HFEngine(bundle.model, bundle.tokenizer, bundle.device).eos_ids
     config = getattr(bundle.model, "config", None)
     if r.engine == "vllm":
-        from gigpo.rollout.engine_vllm import VLLMEngine
+        from gigpo.rollout.engine_vllm import VLLMEngine, VLLMSync
 
-        return VLLMEngine(bundle, eos_ids=eos, seed=cfg.train.seed), None
+        engine = VLLMEngine(bundle, eos_ids=eos, seed=cfg.train.seed)
+        return engine, RemoteRollout(engine, VLLMSync(bundle.model, engine))
     from gigpo.rollout.engine_openai import CompletionsEngine
     from gigpo.train.weight_sync import FullWeightSync
 
