@@ -64,7 +64,8 @@ class PromptBuilder:
     """Turns messages into token ids for a tokenizer, within ``max_tokens``.
 
     With a chat template the messages go through it (``add_generation_prompt=True``); without one (the tiny model)
-    they are joined as plain text ending in ``"Action:"``. Too long → drop the oldest history entries first, then
+    they are joined as plain text ending in ``"Action:"``. Without instructions, a template's default system
+    prompt (SmolLM2's "You are a helpful AI assistant named SmolLM...") is replaced by an empty system message. Too long → drop the oldest history entries first, then
     truncate the observation from the front (keeping its end, which is usually the most recent content), warning
     once per builder.
     """
@@ -75,6 +76,7 @@ class PromptBuilder:
     show_admissible: bool = True
     include_instructions: bool = True
     _warned: bool = False
+    _no_default_system: bool | None = None
 
     @property
     def has_chat_template(self) -> bool:
@@ -82,13 +84,28 @@ class PromptBuilder:
 
     def render(self, messages: list[dict[str, str]]) -> list[int]:
         if self.has_chat_template:
-            ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-            if isinstance(ids, dict) or hasattr(ids, "keys"):
-                ids = ids["input_ids"]
-            return list(ids)
+            if messages and messages[0]["role"] != "system" and self._empty_system_is_shorter(messages):
+                # e.g. SmolLM2's template injects "You are a helpful AI assistant named SmolLM..." otherwise
+                messages = [{"role": "system", "content": ""}, *messages]
+            return self._apply(messages)
         text = "\n\n".join(m["content"] for m in messages) + "\nAction:"
         # verbose=False: over-long text is expected here (the caller shrinks it), no tokenizer warning wanted
         return self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
+
+    def _apply(self, messages: list[dict[str, str]]) -> list[int]:
+        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        return list(ids)
+
+    def _empty_system_is_shorter(self, messages: list[dict[str, str]]) -> bool:
+        """Whether the chat template adds a default system prompt that an empty system message avoids (decided
+        once per builder: a property of the template)."""
+        if self._no_default_system is None:
+            plain = self._apply(messages)
+            empty = self._apply([{"role": "system", "content": ""}, *messages])
+            self._no_default_system = len(empty) < len(plain)
+        return self._no_default_system
 
     def build(
         self,

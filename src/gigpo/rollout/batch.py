@@ -9,7 +9,7 @@ import numpy as np
 
 #: The per-row columns of a :class:`RolloutBatch`, in field order: what copying, filtering and merging iterate.
 COLUMNS = ("group_id", "traj_id", "step", "reward", "done", "action_valid", "observation", "state_key",
-           "prompt_ids", "response_ids", "sampling_logprobs")
+           "prompt_ids", "response_ids", "sampling_logprobs", "allowed_tokens")
 
 
 @dataclass
@@ -50,12 +50,16 @@ class RolloutBatch:
     prompt_ids: list[list[int]] = field(default_factory=list)
     response_ids: list[list[int]] = field(default_factory=list)
     sampling_logprobs: list[list[float]] = field(default_factory=list)
+    #: constrained decoding: per response token the allowed ids the sampler masked to (None = free token);
+    #: None for a row decoded freely. The learner applies the same sets (gigpo.agent.constrained).
+    allowed_tokens: list[list[list[int] | None] | None] = field(default_factory=list)
     trajectories: list[Trajectory] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.traj_id)
 
     def add_row(self, **row: Any) -> None:
+        row.setdefault("allowed_tokens", None)  # free decoding: most callers never mention it
         for k, v in row.items():
             getattr(self, k).append(v)
 

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gigpo.agent.parse import parse_response
+from gigpo.agent.constrained import ConstraintCache
+from gigpo.agent.parse import ParsedAction, parse_response
 from gigpo.agent.prompt import PromptBuilder
 from gigpo.envs.base import Env
 from gigpo.envs.guard import EnvFault, EnvGuard, EnvHandle
@@ -55,6 +56,10 @@ class Collector:
     one token sequence; when the next prompt plus ``max_response_tokens`` would exceed ``max_context_tokens``,
     ``context_limit_policy`` ``"stop"`` ends the episode (``final_info["context_limit"] = True``) and
     ``"truncate"`` drops the oldest turns (the first prompt always stays).
+
+    ``decoding="constrained"`` (see :mod:`gigpo.agent.constrained`): each step's ``info["admissible_actions"]``
+    becomes a token trie handed to the engine, which only emits one of those actions; the chosen action is
+    taken as is and the per-token allowed sets are stored in the batch for the learner.
     """
 
     def __init__(
@@ -77,6 +82,7 @@ class Collector:
         env_workers: str = "inline",
         env_name: str | None = None,
         env_worker_options: dict | None = None,
+        decoding: str = "free",
     ):
         self.make_env = make_env
         self.engine = engine
@@ -91,6 +97,12 @@ class Collector:
         self._guard = EnvGuard(make_env, workers=env_workers, timeout_s=env_timeout_s,
                                name=env_name or getattr(make_env, "name", None), **(env_worker_options or {}))
         self._pool: list[EnvHandle | None] = []
+        if decoding not in ("free", "constrained"):
+            raise ValueError(f"decoding must be 'free' or 'constrained', got {decoding!r}")
+        self.decoding = decoding
+        self._constraints = ConstraintCache(
+            prompt_builder.tokenizer, list(getattr(engine, "eos_ids", None) or []), prompt_builder.fmt,
+            env_name or getattr(make_env, "name", None) or "env") if decoding == "constrained" else None
         #: kept by gigpo.train.dynamic_sampling.check_failed_iterations: the run's stop rule for all-failed iterations
         self.failed_streak = 0
         self.iterations_collected = 0
@@ -139,11 +151,15 @@ class Collector:
             if not active:
                 break
             prompts = [self._prompt(s) for s in active]
+            extra = {}
+            if self._constraints is not None:
+                extra["constraints"] = [self._constraints.get((s.info or {}).get("admissible_actions"))
+                                        for s in active]
             gens = self.engine.generate(
-                prompts, max_new_tokens=self.max_response_tokens, temperature=temperature, top_p=self.top_p
+                prompts, max_new_tokens=self.max_response_tokens, temperature=temperature, top_p=self.top_p,
+                **extra,
             )
-            parsed = [parse_response(g.text, self.prompts.fmt, (s.info or {}).get("admissible_actions"),
-                                     self.require_think, raw=s.env.raw_action) for s, g in zip(active, gens)]
+            parsed = [self._parse(s, g) for s, g in zip(active, gens)]
             # All of the turn's env steps in one guarded batch (concurrent in process mode).
             todo = [i for i, p in enumerate(parsed) if p.valid]
             outs: list[Any] = [None] * len(active)
@@ -163,6 +179,16 @@ class Collector:
                         len(failed), len(slots), more)
             batch = batch.drop_trajectories(failed)
         return batch
+
+    def _parse(self, s: _Slot, gen: Any) -> ParsedAction:
+        action = getattr(gen, "action", None)
+        if action is not None and not self.require_think:  # constrained: the engine completed an admissible one
+            return ParsedAction(action)
+        parsed = parse_response(gen.text, self.prompts.fmt, (s.info or {}).get("admissible_actions"),
+                                self.require_think, raw=s.env.raw_action)
+        if action is not None and parsed.valid:
+            return ParsedAction(action)
+        return parsed
 
     def _cap(self, env: EnvHandle) -> int:
         cap = env.max_steps
@@ -213,7 +239,7 @@ class Collector:
         batch.add_row(
             group_id=t.group_id, traj_id=t.traj_id, step=step, reward=reward, done=bool(done), action_valid=valid,
             observation=obs_before, state_key=state_key, prompt_ids=prompt, response_ids=list(gen.token_ids),
-            sampling_logprobs=list(gen.logprobs),
+            sampling_logprobs=list(gen.logprobs), allowed_tokens=getattr(gen, "allowed", None),
         )
         t.transcript.append((obs_before, gen.text, action_text, reward))
         s.history.append((obs_before, parsed.action if parsed.valid else gen.text.strip()[:200]))

@@ -118,12 +118,16 @@ def _emit(out: ConcatBatch, batch: RolloutBatch, seg: list[int], seg_idx: int) -
     resp: list[int] = []
     mask: list[int] = []
     lps: list[float] = []
+    allowed: list[list[int] | None] = []
+    constrained = any(batch.allowed_tokens[i] is not None for i in seg)
     for j, i in enumerate(seg):
         if j:  # env tokens between the previous response and this one
             env = batch.prompt_ids[i][len(prompt) + len(resp):]
             resp += env
             mask += [0] * len(env)
             lps += [0.0] * len(env)
+            allowed += [None] * len(env)
+        allowed += batch.allowed_tokens[i] or [None] * len(batch.response_ids[i])
         resp += batch.response_ids[i]
         mask += [1] * len(batch.response_ids[i])
         lps += list(batch.sampling_logprobs[i])
@@ -132,5 +136,5 @@ def _emit(out: ConcatBatch, batch: RolloutBatch, seg: list[int], seg_idx: int) -
         reward=float(sum(batch.reward[i] for i in seg)), done=batch.done[last],
         action_valid=all(batch.action_valid[i] for i in seg), observation=batch.observation[first],
         state_key=batch.state_key[first], prompt_ids=list(prompt), response_ids=resp, sampling_logprobs=lps,
-        loss_mask=mask,
+        loss_mask=mask, allowed_tokens=allowed if constrained else None,
     )

@@ -15,13 +15,19 @@ class Generation:
     token_ids: list[int]
     logprobs: list[float]
     text: str
+    #: constrained decoding: the admissible action chosen (env spelling; None when none was completed) and, per
+    #: response token, the allowed token ids used (None where decoding was free) — what the learner re-applies
+    action: str | None = None
+    allowed: list[list[int] | None] | None = None
 
 
 class Engine(Protocol):
     def generate(
-        self, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, top_p: float
+        self, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, top_p: float,
+        constraints: list[Any] | None = None,
     ) -> list[Generation]:
-        """Sample one response per prompt (token ids in, token ids + log-probs out)."""
+        """Sample one response per prompt (token ids in, token ids + log-probs out). ``constraints``: one
+        :class:`gigpo.agent.constrained.ActionConstraint` per prompt (constrained action decoding) or None."""
         ...
 
 
@@ -31,6 +37,10 @@ class HFEngine:
     Log-probs are those of the distribution actually sampled from (after temperature and top-p), read from
     ``output_scores``. ``temperature == 0`` means greedy. ``calls`` and ``prompts_generated`` count work done
     (tests use them to check that only active envs generate).
+
+    With ``constraints`` (constrained action decoding) a plain KV-cache sampling loop replaces ``generate`` so
+    that the mask sits exactly where :mod:`gigpo.agent.constrained` defines it: logits / T, then −inf outside
+    the allowed set, then log_softmax, then top-p; the recorded log-prob is that of the final distribution.
     """
 
     def __init__(self, model: Any, tokenizer: Any, device: torch.device | str, batch_size: int = 0):
@@ -43,16 +53,21 @@ class HFEngine:
         self.eos_ids = _eos_ids(model, tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def generate(
-        self, prompts: list[list[int]], *, max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0
+        self, prompts: list[list[int]], *, max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0,
+        constraints: list[Any] | None = None,
     ) -> list[Generation]:
         if not prompts:
             return []
         step = self.batch_size or len(prompts)
         out: list[Generation] = []
         for i in range(0, len(prompts), step):
-            out.extend(self._generate_batch(prompts[i:i + step], max_new_tokens, temperature, top_p))
+            if constraints is not None:
+                out.extend(sample_constrained(self, prompts[i:i + step], constraints[i:i + step], max_new_tokens,
+                                              temperature, top_p))
+            else:
+                out.extend(self._generate_batch(prompts[i:i + step], max_new_tokens, temperature, top_p))
         return out
 
     def _generate_batch(self, prompts, max_new_tokens, temperature, top_p) -> list[Generation]:
@@ -99,6 +114,102 @@ class HFEngine:
             text = self.tokenizer.decode(toks, skip_special_tokens=True)
             out.append(Generation(toks, logp[r, :n].tolist(), text))
         return out
+
+
+def sample_constrained(engine: HFEngine, prompts, constraints, max_new_tokens: int, temperature: float,
+                       top_p: float) -> list[Generation]:
+    """The constrained sampling loop (one prefill, then one cached forward per token) for one batch."""
+    engine.calls += 1
+    engine.prompts_generated += len(prompts)
+    model, dev = engine.model, engine.device
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), engine.pad_id, dtype=torch.long)
+    attn = torch.zeros((len(prompts), width), dtype=torch.long)
+    for r, p in enumerate(prompts):
+        ids[r, width - len(p):] = torch.tensor(p, dtype=torch.long)
+        attn[r, width - len(p):] = 1
+    ids, attn = ids.to(dev), attn.to(dev)
+    pos = (attn.cumsum(-1) - 1).clamp(min=0)
+    was_training = model.training
+    model.eval()
+    states = [c.start() if c is not None else None for c in constraints]
+    toks: list[list[int]] = [[] for _ in prompts]
+    lps: list[list[float]] = [[] for _ in prompts]
+    allowed_log: list[list[list[int] | None]] = [[] for _ in prompts]
+    live = [True] * len(prompts)
+    out = model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1)
+    for _t in range(max_new_tokens):
+        logits = out.logits[:, -1, :].float()
+        if temperature > 0:
+            logits = logits / temperature
+        allowed = [c.allowed(s) if c is not None and live[r] else None
+                   for r, (c, s) in enumerate(zip(constraints, states))]
+        logits = apply_allowed(logits, allowed)
+        logp = torch.log_softmax(logits, dim=-1)
+        if temperature > 0:
+            logp = top_p_logprobs(logp, top_p)
+            nxt = torch.multinomial(logp.exp(), 1).squeeze(-1)
+        else:
+            nxt = logp.argmax(-1)
+        picked = logp.gather(-1, nxt.unsqueeze(-1)).squeeze(-1).tolist()
+        nxt_l = nxt.tolist()
+        for r in range(len(prompts)):
+            if not live[r]:
+                continue
+            tok = nxt_l[r]
+            toks[r].append(tok)
+            lps[r].append(picked[r])
+            allowed_log[r].append(allowed[r])
+            c, s = constraints[r], states[r]
+            if c is not None:
+                c.advance(s, tok)
+                live[r] = not s.done
+            else:
+                live[r] = tok not in engine.eos_ids
+        if not any(live):
+            break
+        feed = torch.tensor([[t if live[r] else engine.pad_id] for r, t in enumerate(nxt_l)], device=dev)
+        attn = torch.cat([attn, torch.ones((len(prompts), 1), dtype=attn.dtype, device=dev)], dim=1)
+        pos = pos[:, -1:] + 1
+        # transformers >= 5.x names the KV cache `cache` (output field and argument); older: `past_key_values`
+        kv = {"cache": out.cache} if "cache" in out else {"past_key_values": out.past_key_values}
+        out = model(input_ids=feed, attention_mask=attn, position_ids=pos, use_cache=True, **kv)
+    if was_training:
+        model.train()
+    gens = []
+    for r in range(len(prompts)):
+        c, s = constraints[r], states[r]
+        action = c.finish(s) if c is not None else None
+        text = engine.tokenizer.decode(toks[r], skip_special_tokens=True)
+        gens.append(Generation(toks[r], lps[r], text, action=action,
+                               allowed=allowed_log[r] if c is not None else None))
+    return gens
+
+
+def apply_allowed(logits: torch.Tensor, allowed: list[list[int] | None]) -> torch.Tensor:
+    """``logits`` (B, V) with −inf outside each row's allowed ids; rows whose entry is None are left free."""
+    rows = [r for r, a in enumerate(allowed) if a is not None]
+    if not rows:
+        return logits
+    keep = torch.zeros((len(rows), logits.shape[-1]), dtype=torch.bool, device=logits.device)
+    for j, r in enumerate(rows):
+        keep[j, allowed[r]] = True
+    out = logits.clone()
+    idx = torch.tensor(rows, device=logits.device)
+    out[idx] = logits[idx].masked_fill(~keep, float("-inf"))
+    return out
+
+
+def top_p_logprobs(logp: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Nucleus filtering of log-probs (B, V): keep the smallest most-probable set with mass ≥ ``top_p`` (the
+    first token always), renormalised; others −inf. ``top_p >= 1`` returns ``logp`` unchanged."""
+    if top_p >= 1.0:
+        return logp
+    sorted_lp, order = logp.sort(dim=-1, descending=True)
+    before = sorted_lp.exp().cumsum(-1) - sorted_lp.exp()  # mass strictly before each token
+    drop_sorted = before >= top_p
+    drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+    return torch.log_softmax(logp.masked_fill(drop, float("-inf")), dim=-1)
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> list[int]:

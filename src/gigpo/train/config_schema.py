@@ -108,6 +108,10 @@ class RolloutConfig:
     max_staleness: int = 0
     #: openai: directory the learner writes pushed weights to, readable by the servers; empty = RUN_DIR/pushed_weights
     weights_dir: str = ""
+    #: "free": the model writes any text, parsed into an action; "constrained": at each token only continuations of
+    #: an admissible action (the env's info["admissible_actions"]) may be emitted, so every action is valid
+    #: (gigpo.agent.constrained); the learner re-applies the same masks
+    decoding: Literal["free", "constrained"] = "free"
 
 
 @dataclass

@@ -41,6 +41,7 @@ def policy_forward(
     temperature: float = 1.0,
     with_entropy: bool = False,
     head: Any = None,
+    allowed: list[list[list[int] | None] | None] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """``(logp, response_mask, entropy, values)``: log π(y_t | x, y_<t) at ``temperature``, each ``(B, L)``,
     and with a value ``head`` (:class:`gigpo.train.value.ValueHead`) V(s) read from the final hidden state at
@@ -50,7 +51,11 @@ def policy_forward(
     Only the last ``L + 1`` positions get logits (``logits_to_keep``), so the cost is B × L × V, never
     B × prompt × V. Position ids follow the attention mask, as in generation with left padding, so these
     log-probs match the sampler's. In the right-aligned packing row r's last prompt token sits at column
-    ``width − len(response_r) − 1``."""
+    ``width − len(response_r) − 1``.
+
+    ``allowed`` (constrained decoding, :mod:`gigpo.agent.constrained`): per row, per response token, the ids the
+    sampler allowed (None = free). Those positions use log_softmax over the allowed ids of logits / T — the
+    distribution the sampler drew from (at top_p = 1) — for log-probs and entropy alike."""
     ids, attn, resp_mask, L = pack_right_aligned(prompt_ids, response_ids, pad_id)
     ids, attn, resp_mask = ids.to(device), attn.to(device), resp_mask.to(device)
     pos = (attn.cumsum(-1) - 1).clamp(min=0)
@@ -59,6 +64,8 @@ def policy_forward(
     logits = out.logits[:, -(L + 1):-1, :].float()  # position j predicts token j+1
     if temperature and temperature != 1.0:
         logits = logits / temperature
+    if allowed is not None and any(a is not None for a in allowed):
+        logits = mask_disallowed(logits, response_ids, allowed)
     targets = ids[:, -L:]
     logp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     ent = entropy_from_logits(logits) if with_entropy else None
@@ -67,3 +74,22 @@ def policy_forward(
         col = torch.tensor([ids.shape[1] - len(r) - 1 for r in response_ids], device=device)
         values = head(out.hidden_states[-1][torch.arange(ids.shape[0], device=device), col])
     return logp * resp_mask, resp_mask, ent, values
+
+
+def mask_disallowed(logits: torch.Tensor, response_ids: list[list[int]],
+                    allowed: list[list[list[int] | None] | None]) -> torch.Tensor:
+    """``logits`` (B, L, V) with −inf outside the allowed ids at constrained positions (right-aligned rows)."""
+    L = logits.shape[1]
+    cells: list[tuple[int, int, list[int]]] = []
+    for r, (resp, per_tok) in enumerate(zip(response_ids, allowed)):
+        if per_tok is None:
+            continue
+        off = L - len(resp)
+        cells += [(r, off + t, a) for t, a in enumerate(per_tok) if a is not None]
+    if not cells:
+        return logits
+    keep = torch.ones(logits.shape, dtype=torch.bool, device=logits.device)
+    for r, c, a in cells:
+        keep[r, c] = False
+        keep[r, c, a] = True
+    return logits.masked_fill(~keep, float("-inf"))

@@ -28,6 +28,7 @@ class PolicyPasses:
         logp, mask, ent, values = policy_forward(
             model, [batch.prompt_ids[i] for i in rows], [batch.response_ids[i] for i in rows],
             pad_id=self.pad_id, device=self.device, temperature=temp, with_entropy=with_entropy, head=head,
+            allowed=[batch.allowed_tokens[i] for i in rows] if getattr(batch, "allowed_tokens", None) else None,
         )
         loss_mask = getattr(batch, "loss_mask", None)
         if loss_mask is not None:
@@ -47,6 +48,8 @@ class PolicyPasses:
         ctx = self.model.disable_adapter() if ref and self.ref_model is None else nullcontext()
         was = self.model.training
         self.model.eval()
+        # length-bucketed micro-batches (little compute on padding); results are keyed by row, order-free
+        rows_all = sorted(rows_all, key=lambda r: len(batch.prompt_ids[r]) + len(batch.response_ids[r]))
         with ctx:
             for i in range(0, len(rows_all), mbs):
                 rows = rows_all[i:i + mbs]

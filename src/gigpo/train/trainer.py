@@ -287,6 +287,9 @@ class Trainer:
         o, a = self.cfg.optim, self.cfg.algorithm
         lm = getattr(batch, "loss_mask", None)
         tokens_local = sum(sum(lm[r]) if lm is not None else len(batch.response_ids[r]) for r in mb)
+        # length-bucketed micro-batches: rows of similar length share a pass, so little compute goes to padding
+        # (the accumulation below weights each micro-batch by its own counts: the sum is order-free)
+        mb = sorted(mb, key=lambda r: len(batch.prompt_ids[r]) + len(batch.response_ids[r]))
         micro = [mb[i:i + o.micro_batch_size] for i in range(0, len(mb), o.micro_batch_size)]
         # the mini-batch's denominators over all ranks; k = K because DDP/FSDP average gradients over ranks
         tokens_total, rows_total, n_micro = self.dp.global_counts(tokens_local, len(mb), len(micro))
