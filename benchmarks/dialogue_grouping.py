@@ -39,6 +39,16 @@ def rollout(name: str, groups: int, group_size: int, epsilon: float, seed: int) 
     return rows
 
 
+def conversations(rows: dict[str, list]) -> list[str]:
+    """Per row, the user's utterances of its trajectory up to that step, joined."""
+    out, prev_traj, acc = [], None, []
+    for traj, obs in zip(rows["traj"], rows["obs"]):
+        acc = [*acc, obs] if traj == prev_traj else [obs]
+        prev_traj = traj
+        out.append(" | ".join(acc))
+    return out
+
+
 def table(rows: dict[str, list]) -> list[str]:
     g, tr, st = np.array(rows["group"]), np.array(rows["traj"]), np.array(rows["step"])
     variants = [("state_key (true state)", lambda: group_exact(g, rows["key"])),
@@ -47,6 +57,11 @@ def table(rows: dict[str, list]) -> list[str]:
         for thr in thresholds:
             variants.append((f"{metric} >= {thr}", lambda m=metric, thr=thr: group_similar(g, tr, st, rows["obs"],
                                                                                            thr, m)))
+    # The latest utterance alone is not the state; the whole conversation so far (user side) comes closer.
+    conv = conversations(rows)
+    variants.append(("exact (conversation so far)", lambda: group_exact(g, conv)))
+    for thr in (0.9, 0.7):
+        variants.append((f"ro >= {thr} (conversation so far)", lambda thr=thr: group_similar(g, tr, st, conv, thr)))
     lines = ["| grouping | mean step-group size | singleton fraction | precision | recall | f1 | seconds |",
              "|---|---|---|---|---|---|---|"]
     for label, fn in variants:
