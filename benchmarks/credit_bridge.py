@@ -53,16 +53,17 @@ GROUPS, GROUP_SIZE, ITERS = 4, 8, 60
 INVALID_PENALTY = -0.1  # = rollout.invalid_penalty of configs/lock.yaml
 MODEL_RUNGS = {
     "M3": [],
+    "M3-mean": ["algorithm.normalize=mean"],  # cause-2 ablation: penalty differences not scaled up to unit size
     "M4": ["prompt.history_length=2", "prompt.instructions=true", "prompt.show_admissible=true",
            "optim.ppo_epochs=1", "optim.mini_batches=1"],
 }
 
 
 # ---------------------------------------------------------------- tabular rollouts and updates
-def collect(theta: np.ndarray, rng: np.random.Generator, it: int) -> dict[str, np.ndarray | list]:
+def collect(theta: np.ndarray, rng: np.random.Generator, it: int, lock: dict) -> dict[str, np.ndarray | list]:
     """GROUPS × GROUP_SIZE episodes of the lock under π = softmax(θ[room]); flat per-step rows."""
     rows: dict[str, list] = {k: [] for k in ("group", "traj", "step", "reward", "room", "action", "obs", "won")}
-    envs = [LockEnv(**LOCK) for _ in range(GROUPS * GROUP_SIZE)]
+    envs = [LockEnv(**lock) for _ in range(GROUPS * GROUP_SIZE)]
     obs = [e.reset(seed=1000 * it + i // GROUP_SIZE)[0] for i, e in enumerate(envs)]
     alive = list(range(len(envs)))
     t = 0
@@ -141,16 +142,18 @@ def scatter(theta_shape, rooms, row_grads):
 
 def train_tabular(rung: str, adv_fn: AdvFn, seed: int, lr: float | None = None, epochs: int = 2,
                   mini_batches: int = 4, clip: float = 0.2, iters: int = ITERS, opt: str = "adam",
-                  vocab: int = 0) -> list[float]:
+                  vocab: int = 0, rooms: int = 0) -> list[float]:
     """Success rate per iteration of one tabular run (T1: plain PG; T2: PPO + Adam, as the trainer; ``opt="sgd"``
     keeps T2's epochs, mini-batches and clip but steps θ −= lr·grad, isolating what Adam does; ``vocab`` = V > 0:
-    the table has V columns of which only the first ``actions`` are valid words — the invalid-token phase)."""
+    the table has V columns of which only the first ``actions`` are valid words — the invalid-token phase;
+    ``rooms`` > 0: a longer lock of that many rooms with a step cap of 3 per room)."""
+    lock = dict(LOCK, rooms=rooms, max_steps=3 * rooms) if rooms else LOCK
     rng = np.random.default_rng(seed)
-    theta = np.zeros((LOCK["rooms"], vocab or LOCK["actions"]))
+    theta = np.zeros((lock["rooms"], vocab or lock["actions"]))
     m, v, k = np.zeros_like(theta), np.zeros_like(theta), 0
     curve = []
     for it in range(iters):
-        rows = collect(theta, rng, it)
+        rows = collect(theta, rng, it, lock)
         curve.append(success_rate(rows))
         adv = adv_fn(rows)
         rooms, acts = rows["room"], rows["action"]
@@ -236,16 +239,22 @@ def tabular_studies() -> list[tuple[str, str, dict, dict]]:
     out.append(("T2 with SGD (lr 0.5) instead of Adam: grpo → gigpo", "T2", {**g, "opt": "sgd"}, {**s, "opt": "sgd"}))
     one = {"epochs": 1, "mini_batches": 1}
     out.append(("T2 1 epoch × 1 mini-batch (Adam step only): grpo → gigpo", "T2", {**g, **one}, {**s, **one}))
+    for rung in ("T1", "T2"):
+        out.append((f"{rung} lock of 8 rooms (24 steps): grpo → gigpo", rung, {**g, "rooms": 8}, {**s, "rooms": 8}))
     inv = {"vocab": 274, "iters": 200}  # the tiny model's vocabulary (english_words: false); 200 iterations
     out.append(("T2 + 274-token outputs (invalid phase), 200 it.: grpo → gigpo", "T2", {**g, **inv}, {**s, **inv}))
+    mean = {**inv, "normalize": "mean"}
+    out.append(("T2 + 274-token outputs, normalize=mean, 200 it.: grpo → gigpo", "T2", {**g, **mean}, {**s, **mean}))
     out.append(("T2 gigpo: anchors state → (state, t)", "T2", s, {**s, "anchors": "obs_t"}))
     out.append(("T2 gigpo: history 0 → 1", "T2", s, {**s, "history": 1}))
-    out.append(("T2: grpo → hgpo", "T2", g, {"arm": "hgpo"}))
-    out.append(("T2: gigpo → hgpo", "T2", s, {"arm": "hgpo"}))
+    h = {"arm": "hgpo", "normalize": "mean_std", "std_ddof": 1}  # the trainer's normalisation, as the other arms
+    out.append(("T2: grpo → hgpo (K=2, α=1)", "T2", g, h))
+    out.append(("T2: gigpo → hgpo (K=2, α=1)", "T2", s, h))
+    out.append(("T2: gigpo → hgpo, official normalisation (mean, both terms)", "T2", s, {"arm": "hgpo"}))
     return out
 
 
-TRAIN_KEYS = ("lr", "epochs", "mini_batches", "clip", "opt", "vocab", "iters")
+TRAIN_KEYS = ("lr", "epochs", "mini_batches", "clip", "opt", "vocab", "iters", "rooms")
 
 
 def run_spec(rung: str, spec: dict, seed: int) -> list[float]:
@@ -298,10 +307,12 @@ def model_main(args) -> None:
 
 def model_curves(out: Path) -> dict[str, dict[str, dict[int, list[float]]]]:
     f = out / "model" / "rungs.json"
-    if not f.is_file():
-        return {}
+    if f.is_file():
+        rungs = json.loads(f.read_text())
+    else:  # still running: every cell under out/model is one rung, named after the folder
+        rungs = {out.name: [d.name for d in sorted((out / "model" / "cells").glob("*"))]}
     res: dict = {}
-    for rung, keys in json.loads(f.read_text()).items():
+    for rung, keys in rungs.items():
         for key in keys:
             arm = key.split("-")[0].split("=")[1]
             for sd in sorted((out / "model" / "cells" / key).glob("seed*")):
@@ -313,6 +324,24 @@ def model_curves(out: Path) -> dict[str, dict[str, dict[int, list[float]]]]:
                 if len(curve) >= ITERS:  # finished runs only
                     res.setdefault(rung, {}).setdefault(arm, {})[int(sd.name[4:])] = curve[:ITERS]
     return res
+
+
+def model_seed_rows(out: Path) -> list[str]:
+    """Every model run found (finished or not): iterations, success AUC so far, last success, entropy, valid rate."""
+    rows = []
+    for m in sorted((out / "model" / "cells").glob("*/seed*/metrics.jsonl")):
+        recs = [json.loads(x) for x in m.read_text().splitlines() if x.strip()]
+        if not recs:
+            continue
+        c = [r["rollout/success_rate"] for r in recs]
+        last = recs[-1]
+        rows.append(f"| {m.parent.parent.name} | {m.parent.name[4:]} | {len(recs)} | {np.mean(c):.3f} | "
+                    f"{np.mean(c[-10:]):.3f} | {last.get('loss/entropy', float('nan')):.2f} | "
+                    f"{last.get('rollout/valid_action_rate', float('nan')):.3f} |")
+    if not rows:
+        return []
+    return ["", "| model run (cell) | seed | iterations | success AUC | last-10 success | last entropy | last valid rate |",
+            "|---|---|---|---|---|---|---|", *rows]
 
 
 def report_main(args) -> None:
@@ -329,6 +358,7 @@ def report_main(args) -> None:
     for rung, arms in model_curves(out).items():
         if "grpo" in arms and "gigpo" in arms:
             lines.append(row_md(f"{rung} tiny model: grpo → gigpo", paired(arms["grpo"], arms["gigpo"])))
+    lines += model_seed_rows(out)
     text = "\n".join(lines)
     (out / "bridge.md").write_text(text + "\n")
     print(text)
