@@ -313,8 +313,9 @@ def ref_hgpo(
                         continue
                     xs = [returns[i] for i in rows]
                     for p, i in enumerate(rows):
-                        scored.setdefault(i, []).append((len(key) + 1, _relative(xs[p], xs, p, False, normalize,
-                                                                                  std_ddof, eps)))
+                        a = _relative(xs[p], xs, p, False, normalize, std_ddof, eps)
+                        nonzero = abs(xs[p] - _mean(xs)) > 1e-12 * (1 + abs(xs[p]))  # "A_l != 0" beyond rounding
+                        scored.setdefault(i, []).append((len(key) + 1, a if nonzero else 0.0))
             for i, pairs in scored.items():
                 used = [(length**alpha, a) for length, a in pairs if a != 0]
                 total = sum(w for w, _ in used)

@@ -11,7 +11,8 @@ l earlier steps has no level-l group. Level l's advantage is the group-relative 
 over groups of ≥ 2 rows only. The step advantage mixes the levels whose A_l is non-zero, weighted ∝ L^α with
 L = l + 1, the number of anchors the level's context spans (the official ``len(history) + 1``):
 
-    A_H = Σ_l L^α A_l / Σ_l L^α   (over levels with a group of ≥ 2 rows and A_l ≠ 0; 0 if there is none),
+    A_H = Σ_l L^α A_l / Σ_l L^α   (over levels with a group of ≥ 2 rows and A_l ≠ 0; 0 if there is none;
+                                    "≠ 0" up to rounding, see ZERO_TOL),
 
 and the result is A = A_E + ω · A_H with GRPO's/RLOO's episode term A_E (``episode=None``: A = A_H alone, as the
 official ``compute_hgpo_outcome_advantage`` returns). Levels are nested (a level-l group lies inside its
@@ -28,6 +29,11 @@ import numpy as np
 from gigpo.algo.advantages import AdvantageOutput, compute_advantages, group_normalize
 from gigpo.algo.grouping import history_anchors
 from gigpo.algo.ids import dense_codes, factorize_ids, factorize_keys
+
+#: A level's score counts as non-zero when |R_t − mean| > ZERO_TOL · (1 + |R_t|). The official code tests ``!= 0``
+#: exactly, which lets a rounding residue of the mean (~1e-16) decide whether a level is mixed in; this tolerance
+#: makes the choice independent of summation order (and of row order).
+ZERO_TOL = 1e-12
 
 
 def hgpo_advantages(
@@ -84,8 +90,9 @@ def hgpo_advantages(
         codes, n_codes = factorize_keys(joint, "history keys")
         codes, n_codes = dense_codes(codes)
         adv = group_normalize(returns[rows], codes, n_codes, normalize=normalize, eps=eps, std_ddof=std_ddof)
+        dev = group_normalize(returns[rows], codes, n_codes, normalize="mean", eps=eps)
         size = np.bincount(codes, minlength=n_codes)[codes]
-        use = (size >= 2) & (adv != 0)
+        use = (size >= 2) & (np.abs(dev) > ZERO_TOL * (1.0 + np.abs(returns[rows])))
         w = float(lvl + 1) ** float(alpha)
         num[rows[use]] += w * adv[use]
         den[rows[use]] += w
