@@ -1,0 +1,103 @@
+"""GPU readiness check with the bundled SmolLM2-135M (no downloads): a few real trainer iterations on one device.
+
+Prints rollout and update tokens/s (prompt + response tokens each phase processed per second), peak device
+memory, and the agreement checks a correct learner must pass:
+
+* log-probs: the sampler's per-token log-probs against the learner's no-grad recomputation of the same rows
+  (``update/sampler_logprob_gap``, mean |Δ| per token; the same masks under constrained decoding). fp32 on CPU
+  agrees to ~1e-6; bf16 on a GPU to ~1e-2 (bf16 has 8 mantissa bits);
+* loss: at the first PPO mini-batch the policy equals the one that produced the old log-probs, so the ratio is 1:
+  ``loss/approx_kl`` ≈ 0 and ``loss/clip_frac`` = 0 (printed for the first iteration, one epoch, one mini-batch).
+
+Sized for ≤ 8 minutes on one H200 (default: 3 iterations of 16 groups × 8 trajectories, gridgoal, LoRA,
+constrained decoding, bf16). ``--device cpu --quick`` runs the same code on a CPU in a minute or two (fp32, 1
+iteration of 2 × 2): how this script was tested here; it has not been run on a GPU in this repository.
+
+    python benchmarks/gpu_check.py                       # on the GPU machine
+    python benchmarks/gpu_check.py --device cpu --quick  # smoke run anywhere
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+
+import torch
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--quick", action="store_true", help="tiny batch, one iteration (CPU smoke run)")
+    ap.add_argument("--iterations", type=int, default=0, help="default: 3 (1 with --quick)")
+    ap.add_argument("--decoding", default="constrained", choices=["free", "constrained"])
+    ap.add_argument("--max-gap", type=float, default=0.0, help="fail above this log-prob gap (default: by dtype)")
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    from gigpo.train.config import load_config
+    from gigpo.train.trainer import Trainer
+
+    cuda = args.device.startswith("cuda")
+    if cuda and not torch.cuda.is_available():
+        print("no CUDA device here; use --device cpu --quick for a smoke run", file=sys.stderr)
+        return 2
+    iterations = args.iterations or (1 if args.quick else 3)
+    groups, size = (2, 2) if args.quick else (16, 8)
+    dtype = "bfloat16" if cuda else "float32"
+    with tempfile.TemporaryDirectory() as d:
+        cfg = load_config("smollm2", [
+            f"model.device={args.device}", f"model.dtype={dtype}", f"rollout.decoding={args.decoding}",
+            f"rollout.groups={groups}", f"rollout.group_size={size}", f"train.iterations={iterations}",
+            "train.eval_episodes=0", "train.checkpoint_every=0", "train.progress=false",
+            "train.sample_trajectories=0", "optim.micro_batch_size=64" if cuda else "optim.micro_batch_size=8",
+            f"train.run_dir={d}/run"])
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+        t0 = time.perf_counter()
+        tr = Trainer(cfg)
+        load_s = time.perf_counter() - t0
+        counts = {"tokens": 0}
+        orig = tr.prepare
+
+        def prepare(batch):
+            counts["tokens"] += sum(len(p) + len(r) for p, r in zip(batch.prompt_ids, batch.response_ids))
+            return orig(batch)
+
+        tr.prepare = prepare
+        recs = []
+        for it in range(1, iterations + 1):
+            before = counts["tokens"]
+            rec = tr.iteration(it)
+            rec["tokens"] = counts["tokens"] - before
+            recs.append(rec)
+            print(f"iteration {it}: rollout {rec['time/rollout']:.1f}s ({rec['tokens'] / rec['time/rollout']:.0f} "
+                  f"tok/s), update {rec['time/update']:.1f}s ({rec['tokens'] / rec['time/update']:.0f} tok/s), "
+                  f"{rec['rollout/steps']:.0f} steps, valid {rec['rollout/valid_action_rate']:.2f}, "
+                  f"success {rec['rollout/success_rate']:.2f}, sampler gap {rec['update/sampler_logprob_gap']:.2e}, "
+                  f"approx_kl {rec.get('loss/approx_kl', float('nan')):.2e}", flush=True)
+        tr.collector.close()
+        tr.eval_collector.close()
+    peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else float("nan")
+    gap = max(r["update/sampler_logprob_gap"] for r in recs)
+    first = recs[0]
+    limit = args.max_gap or (3e-2 if dtype == "bfloat16" else 1e-4)
+    ok = gap <= limit and abs(first.get("loss/approx_kl", 0.0)) <= limit and first.get("loss/clip_frac", 0.0) == 0.0
+    tok = sum(r["tokens"] for r in recs)
+    summary = {"device": args.device, "dtype": dtype, "load_s": load_s, "iterations": iterations,
+               "rollout_tokens_per_s": tok / sum(r["time/rollout"] for r in recs),
+               "update_tokens_per_s": tok / sum(r["time/update"] for r in recs), "peak_memory_gib": peak,
+               "max_sampler_logprob_gap": gap, "first_approx_kl": first.get("loss/approx_kl"),
+               "first_clip_frac": first.get("loss/clip_frac"), "ok": ok}
+    print(json.dumps(summary, indent=1))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(summary, f, indent=1)
+    print("OK" if ok else f"FAILED: log-prob gap or first-step ratio beyond {limit}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
