@@ -97,7 +97,10 @@ def test_reload_weights_changes_what_is_served_and_its_version(served, tmp_path)
     wrong = load_model("tiny", device="cpu", seed=1, tiny={"hidden_size": 16, "intermediate_size": 32})
     save_weights(wrong.model, tmp_path / "wrong.safetensors")
     status, reply = post(srv, "/reload_weights", {"path": str(tmp_path / "wrong.safetensors"), "version": 1})
-    assert status == 400 and "cannot load" in reply["error"]["message"]
+    assert status == 400 and "size mismatch: model.embed_tokens.weight" in reply["error"]["message"]
+    after_refusal = CompletionsEngine([srv.url], "m", eos_ids=[0]).generate(PROMPTS[:1], max_new_tokens=6,
+                                                                              temperature=0.0)[0]
+    assert after_refusal.logprobs == before.logprobs  # a refused file changed nothing
     status, reply = post(srv, "/load_lora_adapter", {"lora_name": "a", "lora_path": str(tmp_path)})
     assert status == 501 and "reload_weights" in reply["error"]["message"]
     with urllib.request.urlopen(srv.url + "/weights") as r:

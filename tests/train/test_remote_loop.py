@@ -164,3 +164,20 @@ def test_a_lora_learner_pushes_merged_weights_equal_to_its_outputs(tmp_path):
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
     assert not torch.allclose(without, want, atol=1e-3)  # the adapter matters: the comparison can fail
     assert all(p.requires_grad is False or "lora" in n for n, p in learner.model.named_parameters())
+
+
+def test_a_server_of_another_architecture_stops_the_run_before_the_first_rollout(tmp_path):
+    from gigpo.rollout.engine_openai import RemoteEngineError
+
+    save_pretrained(load_model("tiny", device="cpu", seed=1, tiny={"hidden_size": 16, "intermediate_size": 32}),
+                    tmp_path / "other")
+    srv = make_server(str(tmp_path / "other"), port=0, device="cpu", served_model_name="tiny")
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        cfg = load_config(None, SMALL + [f"train.run_dir={tmp_path / 'run'}", "rollout.engine=openai",
+                                         f"rollout.engine_urls={srv.url}", "rollout.engine_model=tiny",
+                                         "rollout.max_staleness=5"])
+        with pytest.raises(RemoteEngineError, match="size mismatch: model.embed_tokens.*never received the learner's weights"):
+            Trainer(cfg)
+    finally:
+        srv.close()

@@ -108,5 +108,5 @@ class VLLMSync:
     def __init__(self, model: Any, engine: VLLMEngine):
         self.model, self.engine = model, engine
 
-    def push(self, version: int) -> dict[str, float]:
-        return self.engine.push_weights(self.model, version)
+    def push(self, version: int, *, required: bool = False) -> dict[str, float]:
+        return self.engine.push_weights(self.model, version)  # in process: any failure raises

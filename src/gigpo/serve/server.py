@@ -1,4 +1,5 @@
-"""`gigpo serve`: an OpenAI-compatible /v1/models + /v1/chat/completions server for a checkpoint or local model."""
+"""`gigpo serve`: an OpenAI-compatible /v1/models + /v1/chat/completions server for a checkpoint or local model
+(plus /v1/completions, streaming and weight reloads: gigpo.serve.completions, .streaming, .weights)."""
 
 from __future__ import annotations
 
@@ -280,7 +281,8 @@ def make_server(
 def build_parser() -> argparse.ArgumentParser:
     d = Limits()
     p = OneLineParser(prog="gigpo serve", description="Serve a checkpoint or local model over an "
-                                "OpenAI-compatible API (/v1/models, /v1/chat/completions), batching requests.")
+                                "OpenAI-compatible API (/v1/models, /v1/chat/completions, /v1/completions; live weight reloads for a "
+                                "learner), batching requests.")
     p.add_argument("model", metavar="CHECKPOINT_OR_MODEL",
                    help="run dir (newest checkpoint), checkpoint dir, model dir, tiny, smollm2-135m or a cached HF id")
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")

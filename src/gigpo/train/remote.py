@@ -40,7 +40,7 @@ class RemoteRollout:
     def start(self, version: int) -> None:
         """Before the first rollout: every server reachable, and serving the learner's weights (``version``)."""
         self.engine.probe()
-        self.sync.push(version)
+        self.sync.push(version, required=True)
 
     def after_update(self, it: int, batch: Any, prep: dict) -> dict[str, float]:
         """Push the updated weights (version ``it``); the rollout-vs-learner log-prob gap of this iteration's

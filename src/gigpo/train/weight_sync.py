@@ -63,8 +63,10 @@ class FullWeightSync:
         self.push_failures = 0
         self._written: list[Path] = []
 
-    def push(self, version: int) -> dict[str, float]:
-        """Write version ``version`` and have every server load it; the engine's versions follow."""
+    def push(self, version: int, *, required: bool = False) -> dict[str, float]:
+        """Write version ``version`` and have every server load it; the engine's versions follow. ``required``
+        (the push before the first rollout): any failure raises, since a server that never loaded the learner's
+        weights serves a different model whatever version it reports."""
         t0 = time.perf_counter()
         path = self.dir / f"weights-v{version}.safetensors"
         save_weights(self.model, path)
@@ -77,10 +79,12 @@ class FullWeightSync:
             except APIError as e:
                 lag = version - self.engine.server_versions[i]
                 self.push_failures += 1
-                if lag > self.engine.max_staleness:
+                if required or lag > self.engine.max_staleness:
                     raise RemoteEngineError(
-                        f"cannot push weights version {version} to {client.base_url} ({e}); it would serve "
-                        f"weights {lag} versions old (rollout.max_staleness={self.engine.max_staleness})") from e
+                        f"cannot push weights version {version} to {client.base_url} ({e}); " + (
+                            "it never received the learner's weights" if required else
+                            f"it would serve weights {lag} versions old (rollout.max_staleness="
+                            f"{self.engine.max_staleness})")) from e
                 log.warning("weights push to %s failed (%s); it serves version %d, %d behind (allowed by "
                             "rollout.max_staleness=%d)", client.base_url, e, self.engine.server_versions[i], lag,
                             self.engine.max_staleness)
