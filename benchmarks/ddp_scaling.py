@@ -6,8 +6,9 @@
 Each (preset, K) pair is one ``gigpo train`` run (``torchrun --nproc_per_node K`` for K > 1) with evaluation and
 checkpoints off except the last. Per iteration it reads ``time/rollout`` + ``time/advantages`` + ``time/update``
 from metrics.jsonl (each averaged over ranks by the trainer) and reports the median over iterations after the
-first (warm-up); beside it the job's wall time and the CPU time of all its processes. Both runs use
-``train.rollout_shards=K`` semantics as they come (one shard per rank), so they train on the same tasks.
+first (warm-up); beside it the job's wall time (launch and model load included) and the CPU time of all its
+processes. Every run keeps ``train.rollout_shards=0`` (one shard per rank): the same tasks for every K, sampled
+from K seeds instead of one.
 
 On a CPU with C cores, K ranks of ``train.threads=1`` can at best run min(K, C) times faster, and only the
 rollout and the per-rank forward/backward split; the gradient all-reduce and the Python per-row work do not.

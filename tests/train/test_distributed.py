@@ -33,6 +33,7 @@ SMALL = [
     # two mini-batches of two epochs, micro-batches smaller than a rank's part: the accumulation is exercised
     "optim.micro_batch_size=4", "optim.mini_batches=2", "optim.ppo_epochs=2",
     "train.eval_episodes=0", "train.progress=false", "train.threads=1", "train.checkpoint_every=1",
+    "train.keep_checkpoints=3",
     "train.dist_timeout_s=60",
 ]
 AGGS = ("token-mean", "seq-mean-token-mean")
@@ -84,8 +85,10 @@ def runs(tmp_path_factory):
                      f"train.run_dir={root / f'{engine}-{agg}'}"]
     proc = _torchrun(args)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    for agg in AGGS:
-        _one_process(root / f"ref-{agg}", "train.iterations=2", f"optim.loss_agg={agg}")
+    # token-mean: 3 iterations, the third the reference of the resume tests, with a final greedy evaluation
+    # (evaluation reseeds nothing the iterations draw: iterations 1 and 2 are those of a run without it)
+    _one_process(root / "ref-token-mean", "train.iterations=3", "train.eval_episodes=5")
+    _one_process(root / "ref-seq-mean-token-mean", "train.iterations=2", "optim.loss_agg=seq-mean-token-mean")
     return root
 
 
@@ -111,43 +114,32 @@ def test_the_two_aggregations_train_differently(runs):
 
 
 @pytest.fixture(scope="module")
-def ref3(runs):
-    """The 1-process reference run for 3 iterations, with a final (greedy) evaluation of 5 episodes."""
-    _one_process(runs / "ref3", "train.iterations=3", "train.eval_episodes=5")
-    return runs / "ref3"
+def resumed(runs):
+    """The 2-iteration DDP and FSDP token-mean runs resumed by 2 ranks to iteration 3, in one job; the final
+    evaluation (greedy, 5 episodes) runs split 3 + 2 over the ranks and is gathered."""
+    args = [str(WORKER)]
+    for engine in ENGINES:
+        args += ["+resume", str(runs / f"{engine}-token-mean"), "train.iterations=3", "train.eval_episodes=5"]
+    proc = _torchrun(args)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    return runs
 
 
-def _check_continues_like_one_process(run: Path, ref3: Path) -> None:
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ENGINES)
+def test_resumed_two_rank_run_continues_like_one_process_and_evaluates_in_one(resumed, engine, capsys):
+    run, ref3 = resumed / f"{engine}-token-mean", resumed / "ref-token-mean"
     diff = _max_diff(_weights(ref3, 3), _weights(run, 3))
-    print(f"{run.name} resumed by 2 ranks vs 1 process, iteration 3: max abs diff {diff:.3g}")
+    print(f"{engine} resumed by 2 ranks vs 1 process, iteration 3: max abs diff {diff:.3g}")
     assert diff <= 1e-5
     rows = [json.loads(ln) for ln in (run / "metrics.jsonl").read_text().splitlines() if ln.strip()]
     assert [r["iteration"] for r in rows] == [1, 2, 3]  # rank 0 alone wrote the metrics, once per iteration
     ref = json.loads((ref3 / "metrics.jsonl").read_text().splitlines()[-1])
     for key in ("eval/success_rate", "eval/episode_return", "eval/valid_action_rate"):  # gathered over ranks
         assert rows[-1][key] == pytest.approx(ref[key], abs=1e-9), key
-
-
-@pytest.mark.slow
-def test_resume_two_ranks_continues_identically_and_evaluates_in_one_process(runs, ref3, capsys):
-    run = runs / "ddp-token-mean"
-    # the final evaluation (greedy) runs its 5 episodes split 3 + 2 over the ranks and gathers them
-    proc = _torchrun(["-m", "gigpo", "train", "--resume", str(run), "train.iterations=3", "train.eval_episodes=5"])
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    assert proc.stdout.count("resuming") == 2  # both ranks resumed the same checkpoint
-    _check_continues_like_one_process(run, ref3)
+    # the checkpoint of a 2-rank run (FSDP: gathered on save) is a plain one: `gigpo eval` in one process
     assert cli_main(["eval", "--checkpoint", str(run), "--episodes", "2"]) == 0
     assert "success_rate" in capsys.readouterr().out
-
-
-@pytest.mark.slow
-def test_fsdp_resume_continues_identically_and_evaluates_in_one_process(runs, ref3, capsys):
-    """FSDP checkpoints: weights gathered to rank 0, optimizer state consolidated by parameter name."""
-    run = runs / "fsdp-token-mean"
-    proc = _torchrun([str(WORKER), "+resume", str(run), "train.iterations=3", "train.eval_episodes=5"])
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    _check_continues_like_one_process(run, ref3)
-    assert cli_main(["eval", "--checkpoint", str(run), "--episodes", "2"]) == 0
 
 
 FAULTY_ENV = """
