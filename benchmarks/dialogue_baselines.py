@@ -10,7 +10,7 @@ import random
 import time
 
 import numpy as np
-from dialogue_policies import epsilon_oracle, naive, random_intent, varied_oracle
+from dialogue_policies import check_phrases, epsilon_oracle, naive, random_intent, varied_oracle
 
 from gigpo.envs import make
 
@@ -34,6 +34,7 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=500)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    check_phrases()
     policies = {"oracle": lambda env, rng: env.oracle_action(), "oracle, varied wording": varied_oracle,
                 "epsilon-oracle (0.3)": epsilon_oracle(0.3), "naive": naive, "random intent": random_intent}
     print("| env | agent | success | score | return | turns |\n|---|---|---|---|---|---|")

@@ -16,7 +16,7 @@ import random
 import time
 
 import numpy as np
-from dialogue_policies import epsilon_oracle
+from dialogue_policies import check_phrases, epsilon_oracle
 
 from gigpo.algo import group_exact, group_similar, step_group_stats
 from gigpo.algo.similarity import grouping_quality
@@ -82,6 +82,7 @@ def main() -> None:
     ap.add_argument("--epsilon", type=float, default=0.3)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    check_phrases()
     t0 = time.process_time()
     rows = rollout(args.env, args.groups, args.group_size, args.epsilon, args.seed)
     n_keys = len(set(zip(rows["group"], rows["key"])))

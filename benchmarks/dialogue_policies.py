@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-#: Phrasings per intent; each parses to the same intent under the dialogue grammar (tested in main()).
+#: Phrasings per intent; each parses to the same intent under the dialogue grammar (see `check_phrases`).
 PHRASES = {
     "day": ("What day would you like?", "Which day works for you?", "When do you want to come?", "On what date?"),
     "people": ("How many people?", "How many guests will there be?", "What size is your party?",
@@ -27,18 +27,13 @@ BOOK = ("book {n}", "Shall I book {n}? Booking now.", "I will reserve {n}.", "Pl
 
 def varied_oracle(env, rng: random.Random) -> str:
     """The oracle's intent, worded with a random phrasing of :data:`PHRASES` / :data:`OFFER` / :data:`BOOK`."""
-    from gigpo.envs.dialogue import parse_intent
-
     action = env.oracle_action()
     intent = env._parse(action)
     if intent.kind == "ask":
         return rng.choice(PHRASES[intent.slot])
     if intent.kind == "book":
         return rng.choice(BOOK).format(n=intent.name)
-    is_booking = hasattr(env, "db")
-    out = rng.choice(OFFER if is_booking else GUESS).format(n=intent.name)
-    assert parse_intent is not None
-    return out
+    return rng.choice(OFFER if hasattr(env, "db") else GUESS).format(n=intent.name)
 
 
 def naive(env, rng: random.Random) -> str:
@@ -66,3 +61,21 @@ def epsilon_oracle(epsilon: float):
     def policy(env, rng: random.Random) -> str:
         return random_intent(env, rng) if rng.random() < epsilon else varied_oracle(env, rng)
     return policy
+
+
+def check_phrases() -> None:
+    """Every phrasing parses to the intent it stands for (run by both benchmark scripts before measuring)."""
+    from gigpo.envs.dialogue.booking import SLOT_WORDS as BOOKING
+    from gigpo.envs.dialogue.guess import SLOT_WORDS as GUESSING
+    from gigpo.envs.dialogue.text import Intent, parse_intent
+
+    for slot, phrases in PHRASES.items():
+        words, booking = (BOOKING, True) if slot in BOOKING else (GUESSING, False)
+        for p in phrases:
+            got = parse_intent(p, words, ["luna"], booking)
+            if got != Intent("ask", slot=slot):
+                raise AssertionError(f"{p!r} parses as {got}, not a question about {slot}")
+    for p in OFFER + GUESS:
+        assert parse_intent(p.format(n="luna"), BOOKING, ["luna"], True) == Intent("offer", name="luna"), p
+    for p in BOOK:
+        assert parse_intent(p.format(n="luna"), BOOKING, ["luna"], True) == Intent("book", name="luna"), p

@@ -112,6 +112,7 @@ class DialogueEnv(Env):
         if self.user.name != "rules":
             opening = self.user.reply(self._persona(), [], "(The assistant greets you. Open the conversation.)",
                                       opening)
+        # An LLM user's history starts with a stock greeting of the assistant, so its turns alternate from the start.
         self._conversation.append(("Hello, how can I help?", opening))
         info = self._info()
         info["task"] = self.task
