@@ -104,3 +104,20 @@ def test_step_cap_counts_every_step_and_oracle_recovers_off_walkthrough(engine):
         if done:
             break
     assert info["won"]
+
+
+def test_the_preset_gives_the_tiny_model_one_token_per_alfworld_word():
+    from gigpo.models.tokenizer import tiny_tokenizer
+    from gigpo.models.vocab import ENV_WORDS
+    from gigpo.train.config import load_config
+
+    tiny = load_config("alfworld-gen", None).model.tiny
+    tok = tiny_tokenizer(tuple(tiny["extra_words"]), english=tiny["english_words"])
+    words = set(tiny["extra_words"]) | set(ENV_WORDS)
+    for short in PAPER_ORDER:
+        for i in range(20):
+            g = generate(np.random.default_rng([i, 11]), short)
+            for cmd in g.walkthrough:
+                assert all(w in words or w.isdigit() for w in cmd.split()), cmd
+                ids = tok(cmd, add_special_tokens=False)["input_ids"]
+                assert tok.unk_token_id not in ids and len(ids) <= 2 * len(cmd.split()), (cmd, ids)
