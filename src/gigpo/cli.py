@@ -124,7 +124,7 @@ def _eval(args: argparse.Namespace) -> int:
 
     overrides = list(args.overrides or [])
     if args.env:
-        overrides.append(f"env.name={args.env}")
+        overrides.insert(0, f"env.name={args.env}")  # first: an env change drops the old env's options, not these
     if not args.checkpoint and not args.model:
         print("gigpo eval: error: give --checkpoint DIR or --model NAME", file=sys.stderr)
         return 2

@@ -190,7 +190,8 @@ def scripted_main(argv: list[str]) -> int:
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE")
     p.add_argument("overrides", nargs="*", metavar="key=value")
     args = p.parse_args(argv)
-    overrides = list(args.overrides) + ([f"env.name={args.env}"] if args.env else [])
+    # env.name first: a change of env drops the options of the old one, not the env.KEY=VALUE given here
+    overrides = ([f"env.name={args.env}"] if args.env else []) + list(args.overrides)
     try:
         import_env_modules(args.imports)
         if args.episodes < 1:
