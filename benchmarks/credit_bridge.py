@@ -234,7 +234,7 @@ def tabular_studies() -> list[tuple[str, str, dict, dict]]:
     out.append(("T2 std_ddof=0: grpo → gigpo", "T2", {**g, "std_ddof": 0}, {**s, "std_ddof": 0}))
     for gamma in (1.0, 0.8):
         out.append((f"T2 γ={gamma}: grpo → gigpo", "T2", {**g, "gamma": gamma}, {**s, "gamma": gamma}))
-    for lr in (0.015, 0.15):
+    for lr in (0.005, 0.015, 0.15):
         out.append((f"T2 lr={lr}: grpo → gigpo", "T2", {**g, "lr": lr}, {**s, "lr": lr}))
     out.append(("T2 with SGD (lr 0.5) instead of Adam: grpo → gigpo", "T2", {**g, "opt": "sgd"}, {**s, "opt": "sgd"}))
     one = {"epochs": 1, "mini_batches": 1}
