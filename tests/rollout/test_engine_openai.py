@@ -70,3 +70,12 @@ def test_config_mistakes_are_one_line(overrides, words):
 
     with pytest.raises(ConfigError, match=words):
         load_config(None, overrides)
+
+
+def test_remote_engines_need_one_learner_process(monkeypatch):
+    from gigpo.train.config import ConfigError, load_config
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ConfigError, match="one learner process"):
+        load_config(None, ["rollout.engine=openai", "rollout.engine_urls=http://h:1/v1", "train.rollout_shards=2",
+                           "rollout.groups=2"])

@@ -4,6 +4,7 @@ no torch, no network: reachability of ``rollout.engine_urls`` is checked by the 
 from __future__ import annotations
 
 import importlib.util
+import os
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -42,6 +43,10 @@ def check_rollout_engines(cfg: Any) -> None:
     else:
         check(not urls, f"rollout.engine_urls is set but rollout.engine={r.engine!r} (use rollout.engine=openai)")
     if r.engine != "hf":
+        world = os.environ.get("WORLD_SIZE", "1").strip() or "1"
+        check(world in ("1", "0") or not world.isdigit(),
+              f"rollout.engine={r.engine} runs with one learner process (WORLD_SIZE={world}): every rank would push "
+              "its weights; use rollout.engine=hf under torchrun")
         check(getattr(r, "decoding", "free") == "free",
               f"rollout.decoding=constrained needs rollout.engine=hf (engine {r.engine!r} cannot return the "
               "per-token allowed sets the learner re-applies)")
