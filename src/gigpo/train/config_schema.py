@@ -197,10 +197,6 @@ class TrainConfig:
     overwrite: bool = False
     #: stop (exit 1) after this many consecutive iterations in which every trajectory failed
     max_failed_iterations: int = 3
-
-
-@dataclass
-class Config:
     #: data parallelism under ``torchrun`` (docs/scaling.md): "ddp" replicates the model, "fsdp" shards it
     #: (FSDP2, per decoder layer); "auto": ddp when WORLD_SIZE > 1. One process always trains plainly.
     parallel: Literal["auto", "none", "ddp", "fsdp"] = "auto"
@@ -208,6 +204,10 @@ class Config:
     #: process with rollout_shards=K collects what K ranks do (a multiple of the number of ranks)
     rollout_shards: int = 0
     dist_timeout_s: float = 300.0  #: seconds a rank waits on the others in a collective before the job fails
+
+
+@dataclass
+class Config:
     env: EnvConfig = field(default_factory=EnvConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     lora: LoraConfig = field(default_factory=LoraConfig)
