@@ -38,9 +38,17 @@ class RemoteRollout:
         self.engine, self.sync = engine, sync
 
     def start(self, version: int) -> None:
-        """Before the first rollout: every server reachable, and serving the learner's weights (``version``)."""
-        self.engine.probe()
-        self.sync.push(version, required=True)
+        """Before the first rollout: every server reachable, and serving the learner's weights (``version``).
+        A server that cannot take them (down, another architecture) is a ConfigError naming rollout.engine_urls:
+        one line and exit 2 from ``gigpo train``."""
+        from gigpo.rollout.engine_openai import RemoteEngineError
+        from gigpo.train.config_error import ConfigError
+
+        try:
+            self.engine.probe()
+            self.sync.push(version, required=True)
+        except RemoteEngineError as e:
+            raise ConfigError(f"rollout.engine_urls: {' '.join(str(e).split())}") from None
 
     def after_update(self, it: int, batch: Any, prep: dict) -> dict[str, float]:
         """Push the updated weights (version ``it``); the rollout-vs-learner log-prob gap of this iteration's
