@@ -1,12 +1,24 @@
-"""Prompting baselines and serving: OpenAI-compatible API models as agents, and trained agents behind that API."""
+"""Prompting baselines and serving: OpenAI-compatible API models as agents, and trained agents behind that API.
 
-from gigpo.serve.chat_prompt import ChatPromptBuilder
-from gigpo.serve.client import APIConnectionError, APIError, ChatClient, Usage
-from gigpo.serve.engine import OpenAIEngine
-from gigpo.serve.evaluate_api import EpisodeResult, eval_api_main, run_api_evaluation, run_episode, summarize
-from gigpo.serve.server import make_server, serve_main
+Names load on first access (module ``__getattr__``), so ``from gigpo.serve.client import ChatClient`` — what an
+env's LLM user needs — imports no torch and no model code.
+"""
 
-__all__ = [
-    "APIConnectionError", "APIError", "ChatClient", "ChatPromptBuilder", "EpisodeResult", "OpenAIEngine", "Usage",
-    "eval_api_main", "make_server", "run_api_evaluation", "run_episode", "serve_main", "summarize",
-]
+from importlib import import_module
+from typing import Any
+
+_WHERE = {
+    "ChatPromptBuilder": "chat_prompt",
+    "APIConnectionError": "client", "APIError": "client", "ChatClient": "client", "Usage": "client",
+    "OpenAIEngine": "engine",
+    "EpisodeResult": "evaluate_api", "eval_api_main": "evaluate_api", "run_api_evaluation": "evaluate_api",
+    "run_episode": "evaluate_api", "summarize": "evaluate_api",
+    "make_server": "server", "serve_main": "server",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'gigpo.serve' has no attribute {name!r}")
+    return getattr(import_module(f"gigpo.serve.{_WHERE[name]}"), name)
