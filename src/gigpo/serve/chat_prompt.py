@@ -8,8 +8,9 @@ from dataclasses import dataclass
 
 from gigpo.agent.prompt import PromptBuilder, build_messages, fit_history
 
-#: PromptBuilder fields with no API counterpart (the budget is ``max_chars`` here; no tokenizer).
-TOKEN_ONLY_FIELDS = frozenset({"tokenizer", "max_tokens", "_warned"})
+#: PromptBuilder fields with no API counterpart (the budget is ``max_chars`` here; no tokenizer, so no chat
+#: template whose default system prompt would need suppressing).
+TOKEN_ONLY_FIELDS = frozenset({"tokenizer", "max_tokens", "_warned", "_no_default_system"})
 
 
 @dataclass
