@@ -116,7 +116,7 @@ def raw_rates(B: int, P: int, T: int, repeat: int, peak: float) -> dict:
         m = bb.model.train()
         opt = torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=1e-5)
 
-        def step():
+        def step(m=m, opt=opt):  # bound now: called only inside this loop turn
             loss = m(input_ids=ids, attention_mask=attn, logits_to_keep=T + 1).logits.float().logsumexp(-1).mean()
             loss.backward()
             opt.step()
@@ -190,7 +190,7 @@ def main() -> None:
         b = load().model.eval()
         ids = torch.randint(100, 40000, (B, P))
         with torch.inference_mode():
-            wall, cpu = timed(lambda: b(input_ids=ids, logits_to_keep=1), rep)
+            wall, cpu = timed(lambda b=b, ids=ids: b(input_ids=ids, logits_to_keep=1), rep)
         res["raw"][f"prefill ({threads} thread)"] = {"tokens_per_s": B * P / wall, "wall_s": wall, "cpu_s": cpu,
                                                      "mfu": float("nan")}
         print(f"  prefill {threads} thread(s)       {B * P / wall:8.1f} tok/s  wall {wall:.2f}s cpu {cpu:.2f}s")

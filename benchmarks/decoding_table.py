@@ -17,9 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 import torch
+import yaml
 
 from gigpo.envs.registry import list_envs, make
 from gigpo.train.evaluate import evaluate_model

@@ -7,7 +7,13 @@ import pytest
 import torch
 from tokenizers_for_tests import TOKENIZERS, _restore_torch_rng, small_model  # noqa: F401 - autouse fixture
 
-from gigpo.agent.constrained import ActionConstraint, ActionEncodingError, ActionTrie, ConstraintCache, encode_action
+from gigpo.agent.constrained import (
+    ActionConstraint,
+    ActionEncodingError,
+    ActionTrie,
+    ConstraintCache,
+    encode_action,
+)
 from gigpo.rollout.engine import HFEngine, top_p_logprobs
 from gigpo.train.logprobs import policy_forward
 
