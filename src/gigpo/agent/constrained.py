@@ -86,6 +86,16 @@ class ActionTrie:
                 if node.action is None:
                     node.action = a
 
+    def max_depth(self) -> int:
+        """Tokens of the longest path from the root to a leaf: a budget that always completes an action (a
+        shorter action on the way ends at its EOS within it, or counts as chosen when cut there)."""
+        deepest, stack = 0, [(self.root, 0)]
+        while stack:
+            node, d = stack.pop()
+            deepest = max(deepest, d)
+            stack.extend((c, d + 1) for c in node.children.values())
+        return deepest
+
 
 class DecodeState:
     """Where one response is in the constraint's automaton; a pure function of the tokens fed to it."""

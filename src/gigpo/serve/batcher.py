@@ -20,6 +20,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from gigpo.agent.constrained import ActionEncodingError, ConstraintCache, encode_action
 from gigpo.agent.prompt import PromptBuilder
 from gigpo.rollout.engine import Generation, HFEngine
 
@@ -44,6 +45,8 @@ class _Row:
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     done: bool = False
+    #: guided_choice: where this row is in the choice trie (a DecodeState, carried from slice to slice)
+    state: Any = None
 
 
 @dataclass
@@ -78,6 +81,9 @@ class Job:
     on_progress: Any = None
     stream: bool = False  #: chat: answer with server-sent events
     stream_usage: bool = False  #: chat stream: a last chunk with usage (stream_options.include_usage)
+    #: the reply must be one of these strings (vLLM's ``guided_choice``); the worker builds ``constraint``
+    guided_choice: list[str] | None = None
+    constraint: Any = None
 
     def fail(self, error: BaseException) -> None:
         if not self.done.is_set():
@@ -86,6 +92,26 @@ class Job:
 
 
 @dataclass
+class _Resume:
+    """A job's choice constraint continuing one row's automaton state: the sampler calls ``start()`` every
+    slice, and a slice must continue the row where the previous one left it, not restart the trie."""
+
+    def __init__(self, constraint: Any, state: Any):
+        self.constraint, self.state = constraint, state
+
+    def start(self) -> Any:
+        return self.state
+
+    def allowed(self, s: Any) -> list[int] | None:
+        return self.constraint.allowed(s)
+
+    def advance(self, s: Any, token: int) -> None:
+        self.constraint.advance(s, token)
+
+    def finish(self, s: Any) -> str | None:
+        return s.action  # the end of a slice is not the end of the row: the job's end calls the real finish
+
+
 class BatchStats:
     requests: int = 0
     rows: int = 0
@@ -102,9 +128,10 @@ class Batcher:
     a job's messages to token ids (the tokenizer's chat template if it has one, else the plain text rendering of
     :class:`PromptBuilder` — exactly what training feeds the model) and checks them against
     ``max_prompt_tokens`` and the context length. Each pass (module docstring) groups its rows by
-    ``(temperature, top_p)`` and runs one :class:`HFEngine` call per group (left padding, greedy at temperature
+    ``(temperature, top_p, guided)`` and runs one :class:`HFEngine` call per group (left padding, greedy at temperature
     0) for ``min(slice_tokens, the group's largest remaining budget)`` tokens; a row is done at EOS, at its
-    ``max_tokens`` or at a stop string. Rows are independent under left padding + attention mask, and a slice
+    ``max_tokens``, at a stop string or, with ``guided_choice``, when a choice is complete (the engine's
+    masked sampling loop over the choices' token trie, each row's trie state carried across slices). Rows are independent under left padding + attention mask, and a slice
     continues a row from exactly its tokens so far, so batching and slicing change no result beyond float
     rounding.
     """
@@ -123,6 +150,9 @@ class Batcher:
         self.max_prompt_tokens = max_prompt_tokens or self.context_length
         self.default_max_tokens = default_max_tokens
         self.stats = BatchStats()
+        #: guided_choice tries, reused for repeated choice lists (an agent's step after step)
+        self.choice_tries = ConstraintCache(tokenizer, self.engine.eos_ids, "plain", env_name="guided_choice",
+                                            size=64)
         #: held by every decoding pass; a weight reload (gigpo.serve.weights) takes it between passes
         self.model_lock = threading.Lock()
         self.weights_version = 0
@@ -208,7 +238,7 @@ class Batcher:
         except RequestError as e:
             job.fail(e)
             return
-        job.rows = [_Row() for _ in range(job.n)]
+        job.rows = [_Row(state=job.constraint.start() if job.constraint else None) for _ in range(job.n)]
         self.stats.rows += job.n
         self._runq.append(job)
 
@@ -242,6 +272,14 @@ class Batcher:
                 ids = self.renderer.render(job.messages)
             except Exception as e:  # noqa: BLE001 - template errors are the request's fault
                 raise RequestError(f"cannot apply the chat template to these messages: {e}") from None
+        if job.guided_choice is not None:
+            job.constraint = self._choice_constraint(job.guided_choice)
+            need = job.constraint.trie.max_depth()
+            if job.max_tokens is None:
+                job.max_tokens = need
+            elif job.max_tokens < need:
+                raise RequestError(f"max_tokens ({job.max_tokens}) is less than the {need} tokens the longest "
+                                   "guided_choice may take; raise it or leave it unset (then it is that length)")
         if job.max_tokens is None:
             room = (self.context_length - len(ids)) if self.context_length else self.default_max_tokens
             job.max_tokens = max(1, min(self.default_max_tokens, room))
@@ -253,23 +291,41 @@ class Batcher:
                                "(--max-prompt-tokens)", status=413)
         job.prompt_ids = list(ids)
 
+    def _choice_constraint(self, choices: list[str]) -> Any:
+        """The token-trie constraint of ``choices`` (:mod:`gigpo.agent.constrained`, as in training's
+        ``rollout.decoding=constrained``); a choice the tokenizer cannot encode is a 400 naming it."""
+        try:
+            return self.choice_tries.get(choices)
+        except ActionEncodingError:
+            for c in choices:
+                try:
+                    encode_action(self.tokenizer, c)
+                except ActionEncodingError:
+                    raise RequestError(f"guided_choice {c!r} cannot be encoded by this model's tokenizer (empty, "
+                                       "unknown token or lossy round trip)") from None
+            raise
+
     def _pass(self, batch: list[Job]) -> None:
         self.stats.passes += 1
         for j in batch:
             if j.weights_version is None or self.weights_version < j.weights_version:
                 j.weights_version = self.weights_version
-        groups: dict[tuple[float, float], list[tuple[Job, _Row]]] = {}
+        # guided_choice rows decode in their own call (the masked sampling loop), so an unconstrained request
+        # batched with them runs exactly the generate call it would run without them.
+        groups: dict[tuple[float, float, bool], list[tuple[Job, _Row]]] = {}
         for j in batch:
             for r in j.rows:
                 if not r.done:
-                    groups.setdefault((j.temperature, j.top_p), []).append((j, r))
-        for (temperature, top_p), rows in groups.items():
+                    groups.setdefault((j.temperature, j.top_p, j.constraint is not None), []).append((j, r))
+        for (temperature, top_p, guided), rows in groups.items():
             # The smallest remaining budget, not the largest: a 1-token request batched with a long one is
             # answered after 1 step instead of a whole slice, and no row decodes past its max_tokens.
             budget = min((j.max_tokens or 1) - len(r.tokens) for j, r in rows)
             width = max(1, min(self.slice_tokens, budget))
             prompts = [j.prompt_ids + r.tokens for j, r in rows]
-            gens = self.engine.generate(prompts, max_new_tokens=width, temperature=temperature, top_p=top_p)
+            constraints = [_Resume(j.constraint, r.state) for j, r in rows] if guided else None
+            gens = self.engine.generate(prompts, max_new_tokens=width, temperature=temperature, top_p=top_p,
+                                        constraints=constraints)
             self.stats.generate_calls += 1
             self.stats.largest_batch = max(self.stats.largest_batch, len(prompts))
             for (j, r), g in zip(rows, gens, strict=True):
@@ -277,6 +333,7 @@ class Batcher:
                 r.logprobs += g.logprobs
                 # Short of the slice without EOS only happens if generate stopped early; never loop on it.
                 r.done = (len(r.tokens) >= (j.max_tokens or 1) or len(g.token_ids) < width
+                          or (r.state is not None and r.state.done)
                           or (bool(g.token_ids) and g.token_ids[-1] in self.engine.eos_ids)
                           or (bool(j.stop) and self._hits_stop(r.tokens, j.stop)))
         for j in batch:
@@ -284,7 +341,9 @@ class Batcher:
                 j.on_progress(j)
         for j in batch:
             if all(r.done for r in j.rows):
-                picked = [self._finish(Generation(r.tokens, r.logprobs, self._decode(r.tokens)), j) for r in j.rows]
+                picked = [self._finish(Generation(r.tokens, r.logprobs, self._decode(r.tokens),
+                                                  action=j.constraint.finish(r.state) if j.constraint else None), j)
+                          for r in j.rows]
                 j.choices = [dict(c, index=k) for k, (c, _) in enumerate(picked)]
                 j.completion_tokens = sum(n for _, n in picked)
                 j.done.set()
@@ -298,10 +357,14 @@ class Batcher:
 
     def _finish(self, g: Generation, job: Job) -> tuple[dict[str, Any], int]:
         """One choice: cut to the job's ``max_tokens`` (the batch may have generated more), then at the first stop
-        string (counted up to the token where the stop string begins). EOS is never in the text."""
+        string (counted up to the token where the stop string begins). EOS is never in the text. guided_choice:
+        the text is the chosen string exactly as the request spelled it (the tokens may carry a leading space
+        or differ in case, as the trie allows) and ``finish_reason`` is "stop"; stop strings are refused."""
         toks, lps = g.token_ids[:job.max_tokens or 1], g.logprobs[:job.max_tokens or 1]
         reason = "stop" if toks and toks[-1] in self.engine.eos_ids else "length"
         text = g.text if len(toks) == len(g.token_ids) else self._decode(toks)
+        if job.constraint is not None and g.action is not None:
+            text, reason = g.action, "stop"
         cut = min((i for i in (text.find(s) for s in job.stop if s) if i >= 0), default=-1)
         if cut >= 0:
             text, reason = text[:cut], "stop"

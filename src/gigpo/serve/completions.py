@@ -47,7 +47,8 @@ def parse_completion_request(body: Any, models: set[str], limits: Limits | None 
     Sampling parameters follow the chat rules (:func:`gigpo.serve.server.parse_chat_request`: ``temperature``
     ∈ [0, 2], ``top_p`` ∈ (0, 1], ``n``, ``stop``, ``max_tokens`` ∈ [1, cap], default 16). ``logprobs``: null or
     an integer in [0, 5]; any integer returns the sampled token's log-prob per token (``top_logprobs`` is null:
-    alternatives are not computed). ``echo``, ``suffix`` and ``best_of`` > 1 are refused; ``seed`` is ignored."""
+    alternatives are not computed). ``guided_choice`` as in chat (default ``max_tokens``: the longest choice's
+    token count). ``echo``, ``suffix`` and ``best_of`` > 1 are refused; ``seed`` is ignored."""
     limits = limits or Limits()
     if not isinstance(body, dict):
         raise ValueError("request body must be a JSON object")
@@ -65,7 +66,8 @@ def parse_completion_request(body: Any, models: set[str], limits: Limits | None 
         raise HTTPError(413, f"prompt of {chars} characters is over this server's limit of "
                              f"{limits.max_prompt_chars} (--max-prompt-chars)")
     # The chat parser checks temperature, top_p, n, stop and max_tokens with the same bounds and messages.
-    probe = {k: body[k] for k in ("temperature", "top_p", "n", "stop", "max_tokens") if k in body}
+    probe = {k: body[k] for k in body
+             if k in ("temperature", "top_p", "n", "stop", "max_tokens") or k.startswith("guided_")}
     params = parse_chat_request({**probe, "messages": [{"role": "user", "content": ""}]}, models, limits)
     logprobs = body.get("logprobs")
     if logprobs is not None and logprobs is not False:
@@ -77,10 +79,13 @@ def parse_completion_request(body: Any, models: set[str], limits: Limits | None 
         "stream": bool(body.get("stream")),
         "include_usage": bool((body.get("stream_options") or {}).get("include_usage")),
     }
-    max_tokens = params.max_tokens if params.max_tokens is not None else min(DEFAULT_MAX_TOKENS, limits.max_tokens_cap)
+    max_tokens = params.max_tokens
+    if max_tokens is None and params.guided_choice is None:  # guided: the longest choice's length (the batcher)
+        max_tokens = min(DEFAULT_MAX_TOKENS, limits.max_tokens_cap)
     jobs = []
     for p in prompts:
-        job = Job([], max_tokens, params.temperature, params.top_p, n=params.n, stop=list(params.stop))
+        job = Job([], max_tokens, params.temperature, params.top_p, n=params.n, stop=list(params.stop),
+                  guided_choice=params.guided_choice)
         if isinstance(p, str):
             job.prompt_text = p
         else:

@@ -38,6 +38,8 @@ CHARS_PER_TOKEN_BOUND = 32
 #: Characters a message costs beyond its content (role and separators) in that count, so that a body of
 #: a million empty messages is refused as well.
 MESSAGE_OVERHEAD_CHARS = 8
+#: Longest ``guided_choice`` string in characters (its trie path, hence its token budget, grows with it).
+MAX_CHOICE_CHARS = 256
 
 
 class BindError(OSError):
@@ -55,6 +57,7 @@ class Limits:
     max_prompt_tokens: int | None = None
     max_prompt_chars: int | None = None
     read_timeout_s: float = 30.0
+    max_choices: int = 256
 
 
 class ChatServer(HardenedHTTPServer):
@@ -181,7 +184,8 @@ def parse_chat_request(body: Any, models: set[str], limits: Limits | None = None
     ``top_p`` ∈ (0, 1], ``max_tokens`` / ``max_completion_tokens`` ∈ [1, ``max_tokens_cap``], ``stop`` (string or
     up to 4 strings), ``n`` ∈ [1, ``max_n``], ``logprobs``. Numbers must be JSON numbers (no strings, booleans or
     non-finite values). ``stream`` (server-sent events, :mod:`gigpo.serve.streaming`) with ``stream_options``
-    ``include_usage``. Tools and ``seed`` are rejected or ignored as documented.
+    ``include_usage``. ``guided_choice`` (:func:`parse_guided_choice`): the reply is one of those strings
+    (not with ``stop``). Tools and ``seed`` are rejected or ignored as documented.
     """
     limits = limits or Limits()
     if not isinstance(body, dict):
@@ -227,8 +231,37 @@ def parse_chat_request(body: Any, models: set[str], limits: Limits | None = None
     logprobs = _optional(body, "logprobs", False)
     if not isinstance(logprobs, bool):
         raise ValueError(f"'logprobs' must be true or false, got {type(logprobs).__name__}")
+    guided = parse_guided_choice(body, limits)
+    if guided is not None and stop:
+        raise ValueError("'stop' cannot be combined with 'guided_choice' (a stop string could cut a choice)")
     return Job(messages, max_tokens, temperature, top_p, n=n, stop=stop, logprobs=logprobs, stream=stream,
-               stream_usage=bool(stream_options.get("include_usage")))
+               stream_usage=bool(stream_options.get("include_usage")), guided_choice=guided)
+
+
+def parse_guided_choice(body: dict[str, Any], limits: Limits) -> list[str] | None:
+    """``guided_choice`` (vLLM's extra-body field): 1..``max_choices`` distinct non-empty strings of at most
+    ``MAX_CHOICE_CHARS`` characters, or None. vLLM's other guided fields are refused rather than ignored, so a
+    client never gets unconstrained text it believes constrained."""
+    other = sorted(k for k in body if k.startswith("guided_") and k != "guided_choice" and body[k] is not None)
+    if other:
+        raise ValueError(f"{', '.join(other)}: not supported by gigpo serve (only 'guided_choice' is)")
+    choices = body.get("guided_choice")
+    if choices is None:
+        return None
+    if not isinstance(choices, list) or not choices or not all(isinstance(c, str) for c in choices):
+        raise ValueError("'guided_choice' must be a non-empty list of strings")
+    if len(choices) > limits.max_choices:
+        raise ValueError(f"'guided_choice' has {len(choices)} strings; this server accepts at most "
+                         f"{limits.max_choices} (--max-choices)")
+    for c in choices:
+        if not c.strip():
+            raise ValueError(f"'guided_choice' strings must be non-empty, got {c!r}")
+        if len(c) > MAX_CHOICE_CHARS:
+            raise ValueError(f"guided_choice {c[:40]!r}... has {len(c)} characters; at most {MAX_CHOICE_CHARS}")
+    if len(set(choices)) < len(choices):
+        dup = next(c for i, c in enumerate(choices) if c in choices[:i])
+        raise ValueError(f"'guided_choice' lists {dup!r} twice")
+    return list(choices)
 
 
 def load_for_serving(name_or_path: str, *, device: str = "auto", dtype: str = "auto", seed: int = 0) -> tuple[Any, str]:
@@ -307,6 +340,8 @@ def build_parser() -> argparse.ArgumentParser:
                    f"checked before tokenising (default {CHARS_PER_TOKEN_BOUND} x --max-prompt-tokens)")
     g.add_argument("--read-timeout", type=positive_float_arg, default=d.read_timeout_s,
                    help=f"seconds a connection may stall mid-request or sit idle (default {d.read_timeout_s:g})")
+    g.add_argument("--max-choices", type=positive_int_arg, default=d.max_choices,
+                   help=f"most guided_choice strings in one request (default {d.max_choices})")
     return p
 
 
@@ -317,7 +352,7 @@ def serve_main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     limits = Limits(max_body_bytes=args.max_body_bytes, max_tokens_cap=args.max_tokens_cap, max_n=args.max_n,
                     max_prompt_tokens=args.max_prompt_tokens, max_prompt_chars=args.max_prompt_chars,
-                    read_timeout_s=args.read_timeout)
+                    read_timeout_s=args.read_timeout, max_choices=args.max_choices)
     try:
         server = make_server(args.model, host=args.host, port=args.port, device=args.device, dtype=args.dtype,
                              seed=args.seed, max_batch=args.max_batch, wait_ms=args.batch_wait_ms,

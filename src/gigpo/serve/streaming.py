@@ -7,7 +7,8 @@ not every token; ``--slice-tokens 1`` gives per-token chunks at the cost of re-r
 (the batcher keeps no KV cache between slices).
 
 What is streamed is always a prefix of the final answer: with ``stop`` strings nothing is sent before the choice
-is finished (the stop cut could remove text already sent), and text ending in an incomplete UTF-8 character is
+is finished (the stop cut could remove text already sent), nor with ``guided_choice`` (the whole choice comes in
+the final chunk), and text ending in an incomplete UTF-8 character is
 held back until the character completes. The last chunk of each choice carries its ``finish_reason``; with
 ``stream_options.include_usage`` a chunk with empty ``choices`` and the ``usage`` follows; then ``[DONE]``.
 
@@ -60,7 +61,9 @@ def _run(handler: Any, jobs: list[Job], on_delta: Any, on_final: Any, tail: Any)
     a chunk or None; when all are done ``on_final()`` returns the closing chunks, ``tail()`` the usage chunk."""
     events: queue.Queue = queue.Queue()
     for i, job in enumerate(jobs):
-        if not job.stop:  # with stop strings nothing goes out early: the final cut may remove it
+        # With stop strings nothing goes out early (the final cut may remove it), nor with guided_choice (the
+        # reply is the choice as spelled, not the decoded prefix of its tokens, which may differ in spacing)
+        if not job.stop and job.guided_choice is None:
             job.on_progress = (lambda j, i=i: events.put((i, [(list(r.tokens), list(r.logprobs)) for r in j.rows])))
         handler.server.batcher.submit(job)
     sse = _SSE(handler)
