@@ -29,8 +29,8 @@ from gigpo.train.dynamic_sampling import collect_shards
 from gigpo.train.estimate import estimator_args, row_advantages
 from gigpo.train.evaluate import build_collector, run_evaluation
 from gigpo.train.metrics import MetricsLog, plot_curves
-from gigpo.train.remote import build_engine
 from gigpo.train.passes import PolicyPasses, right_align
+from gigpo.train.remote import build_engine
 from gigpo.train.rundir import ResumePlan, check_fresh_run_dir, create_run_dir, plan_resume
 from gigpo.train.samples import write_samples
 from gigpo.train.schedule import lr_at
