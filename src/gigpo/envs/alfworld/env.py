@@ -10,6 +10,7 @@ the step that wins, else 0; ``done`` when won or after ``max_steps`` (50, the pa
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import Any
 
 import numpy as np
@@ -51,9 +52,10 @@ class AlfWorldEpisodes(Env):
         self._loaded: Any = None
         self._task, self._type, self._file, self._done, self._steps = "", None, "", True, 0
 
+    @abstractmethod
     def _game_for(self, seed: int) -> tuple[Any, dict, TaskType | None, str, Any]:
-        """``(cache key, game data, task type, game file name, namer)`` of the game ``seed`` names."""
-        raise NotImplementedError
+        """``(cache key, game data, task type, game file name, namer)`` of the game ``seed`` names (the generator
+        and the real-games adapter each implement it)."""
 
     def _info(self, valid: bool = True) -> dict[str, Any]:
         return {"task": self._task, "task_type": self._type.name if self._type else "",

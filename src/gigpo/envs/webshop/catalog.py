@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gigpo.envs.webshop.product import draw_reviews, product_record
 from gigpo.envs.webshop.vocab import (
     BRAND_CODAS,
     BRAND_ONSETS,
     BRAND_VOWELS,
     CATEGORIES,
-    REVIEW_TITLES,
     Category,
 )
 
@@ -149,34 +149,12 @@ def _make_product(rng: random.Random, fam: dict[str, Any], asin: str) -> Product
     )
     bullets = [f"{a.upper()}: this {ptype} is {a}, tested by our team." for a in attrs]
     bullets.append(f"PACKAGE: 1 x {brand} {ptype} ({material}).")
-    reviews = []
-    for _ in range(rng.randint(1, 3)):
-        head, score = rng.choice(REVIEW_TITLES)
-        reviews.append(
-            {"title": head, "score": score, "body": f"{head.lower()}; the {ptype} is {rng.choice(attrs)}."}
-        )
-    rating = f"{sum(r['score'] for r in reviews) / len(reviews):.1f}"
-
-    return {
-        "asin": asin,
-        "category": cat.key,
-        "query": sub.query,
-        "product_category": f"{cat.root} › {sub.path} › {ptype.title()}",
-        "Title": title,
-        "type_word": ptype,
-        "title_nouns": nouns,
-        "Description": description,
-        "BulletPoints": bullets,
-        "Attributes": attrs,
-        "options": options,
-        "pricing": pricing,
-        "Price": price_tag,
-        "price": price,
-        "Reviews": reviews,
-        "Rating": rating,
-        "material": material,
-        "audience": audience,
-    }
+    reviews, rating = draw_reviews(rng, ptype, attrs)
+    return product_record(
+        asin=asin, cat=cat, sub=sub, ptype=ptype, title=title, nouns=nouns, description=description,
+        bullets=bullets, attrs=attrs, options=options, pricing=pricing, price_tag=price_tag, price=price,
+        reviews=reviews, rating=rating, material=material, audience=audience,
+    )
 
 
 def price_upper_for(price: float, rng: random.Random) -> float:

@@ -23,7 +23,8 @@ from typing import Any
 
 from gigpo.envs.webshop import catalog as C
 from gigpo.envs.webshop.paraphrase import ATTRIBUTE_WORDINGS, TYPE_WORDINGS, reword
-from gigpo.envs.webshop.vocab import CATEGORIES, REVIEW_TITLES
+from gigpo.envs.webshop.product import draw_reviews, product_record
+from gigpo.envs.webshop.vocab import CATEGORIES
 
 #: Bump when the hard generator changes, so stale hard caches are rebuilt.
 HARD_VERSION = 1
@@ -93,33 +94,12 @@ def _render(
     bullets.append(f"PACKAGE: 1 x {brand} {ptype} ({material}).")
     price_tag = f"${pricing[0]} to ${pricing[1]}" if len(pricing) == 2 else f"${pricing[0]}"
     price = round(rng.uniform(*pricing), 2) if len(pricing) == 2 else pricing[0]
-    reviews = []
-    for _ in range(rng.randint(1, 3)):
-        head, score = rng.choice(REVIEW_TITLES)
-        reviews.append(
-            {"title": head, "score": score, "body": f"{head.lower()}; the {ptype} is {rng.choice(attrs)}."}
-        )
-    return {
-        "asin": asin,
-        "category": cat.key,
-        "query": sub.query,
-        "product_category": f"{cat.root} › {sub.path} › {ptype.title()}",
-        "Title": title,
-        "type_word": ptype,
-        "title_nouns": nouns,
-        "Description": description,
-        "BulletPoints": bullets,
-        "Attributes": attrs,
-        "options": options,
-        "pricing": pricing,
-        "Price": price_tag,
-        "price": price,
-        "Reviews": reviews,
-        "Rating": f"{sum(r['score'] for r in reviews) / len(reviews):.1f}",
-        "material": material,
-        "audience": audience,
-        "indexed_options": indexed_options,
-    }
+    reviews, rating = draw_reviews(rng, ptype, attrs)
+    return product_record(
+        asin=asin, cat=cat, sub=sub, ptype=ptype, title=title, nouns=nouns, description=description,
+        bullets=bullets, attrs=attrs, options=options, pricing=pricing, price_tag=price_tag, price=price,
+        reviews=reviews, rating=rating, material=material, audience=audience, indexed_options=indexed_options,
+    )
 
 
 def _option_pools(fam: dict[str, Any]) -> dict[str, tuple[str, ...]]:
