@@ -7,19 +7,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from small_run import SMALL
 
 from gigpo.cli import main as cli_main
 from gigpo.train.checkpoint import list_checkpoints
 from gigpo.train.config import ConfigError, load_config
 from gigpo.train.rundir import NothingToDo, create_run_dir, plan_resume
 from gigpo.train.trainer import Trainer
-
-SMALL = [
-    "model.tiny={english_words: false, hidden_size: 32, intermediate_size: 64}",
-    "env.size=3", "env.max_steps=4", "rollout.groups=2", "rollout.group_size=2",
-    "optim.micro_batch_size=8", "optim.mini_batches=1", "optim.ppo_epochs=1",
-    "train.eval_episodes=0", "train.progress=false", "train.sample_trajectories=0",
-]
 
 
 @pytest.fixture(scope="module")
