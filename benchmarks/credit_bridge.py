@@ -56,6 +56,10 @@ MODEL_RUNGS = {
     "M3-mean": ["algorithm.normalize=mean"],  # cause-2 ablation: penalty differences not scaled up to unit size
     "M4": ["prompt.history_length=2", "prompt.instructions=true", "prompt.show_admissible=true",
            "optim.ppo_epochs=1", "optim.mini_batches=1"],
+    # cause-2 remedies, one at a time: no invalid-token phase; exploration kept alive; no-signal groups re-drawn
+    "M3-constrained": ["rollout.decoding=constrained"],
+    "M3-entropy": ["optim.entropy_coef=0.01"],
+    "M3-dynamic": ["rollout.dynamic_sampling=true"],
 }
 
 

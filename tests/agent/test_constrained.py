@@ -74,6 +74,26 @@ def test_leading_space_variant_for_bpe():
     assert {seqs[0][0], seqs[1][0]} <= set(root.children)
 
 
+@pytest.mark.parametrize("name", list(TOKENIZERS))
+def test_budget_never_starts_a_spelling_that_cannot_finish(name):
+    """A 1-token budget: the tiny vocabulary spells " up" as [" ", "up"] and byte-BPE "left" as two tokens; only
+    first tokens that complete an action at once may be offered, or the response is cut into an invalid one."""
+    tok = TOKENIZERS[name]()
+    words = ["up", "down", "left", "right"]
+    c = ActionConstraint(tok, words, eos_ids=[tok.eos_token_id])
+    one_token = {seq[0] for w in words for seq in encode_action(tok, w) if len(seq) == 1}
+    assert set(c.allowed(c.start(), remaining=1)) == one_token
+    for first in c.allowed(c.start(), remaining=1):
+        s = c.start()
+        c.advance(s, first)
+        assert c.finish(s) in words
+    # With room for two tokens every spelling may start; unbounded is the same here.
+    assert set(c.allowed(c.start(), remaining=2)) == set(c.allowed(c.start())) >= one_token
+    # No action fits (budget 1, every spelling 2 tokens): all first tokens stay offered rather than none.
+    c2 = ActionConstraint(tok, ["go to shelf 10"], eos_ids=[tok.eos_token_id])
+    assert c2.allowed(c2.start(), remaining=1) == c2.allowed(c2.start())
+
+
 def test_think_action_constrains_inside_the_tag_only():
     tok = TOKENIZERS["wordpiece"]()
     c = ActionConstraint(tok, ["up", "down"], eos_ids=[tok.eos_token_id], fmt="think-action")

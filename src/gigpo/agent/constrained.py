@@ -67,6 +67,7 @@ def encode_action(tokenizer: Any, action: str, env_name: str = "env") -> list[li
 class _Node:
     children: dict[int, _Node] = field(default_factory=dict)
     action: str | None = None  #: the action completed at this node (None: inner node only)
+    to_action: int = 0  #: fewest further tokens from here to a node that completes an action
 
 
 class ActionTrie:
@@ -85,6 +86,17 @@ class ActionTrie:
                     node = node.children.setdefault(tok, _Node())
                 if node.action is None:
                     node.action = a
+        self._set_to_action(self.root)
+
+    @staticmethod
+    def _set_to_action(root: _Node) -> None:
+        order, stack = [], [root]
+        while stack:  # iterative pre-order; reversed, every child comes before its parent
+            node = stack.pop()
+            order.append(node)
+            stack.extend(node.children.values())
+        for node in reversed(order):
+            node.to_action = 0 if node.action is not None else 1 + min(c.to_action for c in node.children.values())
 
     def max_depth(self) -> int:
         """Tokens of the longest path from the root to a leaf: a budget that always completes an action (a
@@ -131,13 +143,23 @@ class ActionConstraint:
     def start(self) -> DecodeState:
         return DecodeState("action" if self.fmt == "plain" else "free", self.trie.root)
 
-    def allowed(self, s: DecodeState) -> list[int] | None:
+    def allowed(self, s: DecodeState, remaining: int | None = None) -> list[int] | None:
+        """Allowed next tokens; ``remaining`` = tokens left in the budget, this one included (None: unbounded).
+
+        With a budget, a child is offered only if an action can still be completed within it
+        (1 + child.to_action ≤ remaining): a leading-space spelling that takes one token more than the plain one
+        must not be started when only one token is left (it would be cut into an invalid response). If no child
+        fits, all are offered (the budget is shorter than every action here; the response will be cut)."""
         if s.phase == "free":
             return None
         if s.phase == "close":
             return [self.close_ids[s.close_pos]]
         ends = (self.eos_ids if self.fmt == "plain" else self.close_ids[:1]) if s.node.action is not None else []
-        return list(s.node.children) + [t for t in ends if t not in s.node.children]
+        kids = list(s.node.children)
+        if remaining is not None:
+            fits = [t for t in kids if 1 + s.node.children[t].to_action <= remaining]
+            kids = fits if fits or ends else kids
+        return kids + [t for t in ends if t not in s.node.children]
 
     def advance(self, s: DecodeState, token: int) -> None:
         s.tokens.append(token)

@@ -142,7 +142,7 @@ def sample_constrained(engine: HFEngine, prompts, constraints, max_new_tokens: i
         logits = out.logits[:, -1, :].float()
         if temperature > 0:
             logits = logits / temperature
-        allowed = [c.allowed(s) if c is not None and live[r] else None
+        allowed = [c.allowed(s, max_new_tokens - _t) if c is not None and live[r] else None
                    for r, (c, s) in enumerate(zip(constraints, states))]
         logits = apply_allowed(logits, allowed)
         logp = torch.log_softmax(logits, dim=-1)

@@ -102,7 +102,8 @@ class _Resume:
     def start(self) -> Any:
         return self.state
 
-    def allowed(self, s: Any) -> list[int] | None:
+    def allowed(self, s: Any, remaining: int | None = None) -> list[int] | None:
+        # a slice's budget is not the job's: the job's max_tokens ≥ the trie's depth already guarantees completion
         return self.constraint.allowed(s)
 
     def advance(self, s: Any, token: int) -> None:
