@@ -137,7 +137,7 @@ def sample_constrained(engine: HFEngine, prompts, constraints, max_new_tokens: i
     lps: list[list[float]] = [[] for _ in prompts]
     allowed_log: list[list[list[int] | None]] = [[] for _ in prompts]
     live = [True] * len(prompts)
-    out = model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1)
+    out = _shared_prefill(model, prompts, ids, attn, pos)
     for _t in range(max_new_tokens):
         logits = out.logits[:, -1, :].float()
         if temperature > 0:
@@ -184,6 +184,29 @@ def sample_constrained(engine: HFEngine, prompts, constraints, max_new_tokens: i
         gens.append(Generation(toks[r], lps[r], text, action=action,
                                allowed=allowed_log[r] if c is not None else None))
     return gens
+
+
+def _shared_prefill(model, prompts, ids, attn, pos):
+    """The prefill forward, computed once per distinct prompt: a group's N trajectories start from the same
+    prompt (and often meet the same one again), so their KV cache is computed once and its rows copied
+    (``Cache.batch_select_indices``) — the same numbers up to the batch-size dependence of the matmuls."""
+    first: dict[tuple[int, ...], int] = {}
+    rows, inverse = [], []
+    for r, p in enumerate(prompts):
+        j = first.setdefault(tuple(p), len(rows))
+        if j == len(rows):
+            rows.append(r)
+        inverse.append(j)
+    if len(rows) == len(prompts):
+        return model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1)
+    sel = torch.tensor(rows, device=ids.device)
+    out = model(input_ids=ids[sel], attention_mask=attn[sel], position_ids=pos[sel], use_cache=True,
+                logits_to_keep=1)
+    inv = torch.tensor(inverse, device=ids.device)
+    cache = out.cache if "cache" in out else out.past_key_values
+    cache.batch_select_indices(inv)
+    out.logits = out.logits[inv]
+    return out
 
 
 def apply_allowed(logits: torch.Tensor, allowed: list[list[int] | None]) -> torch.Tensor:

@@ -55,7 +55,18 @@ def policy_forward(
 
     ``allowed`` (constrained decoding, :mod:`gigpo.agent.constrained`): per row, per response token, the ids the
     sampler allowed (None = free). Those positions use log_softmax over the allowed ids of logits / T — the
-    distribution the sampler drew from (at top_p = 1) — for log-probs and entropy alike."""
+    distribution the sampler drew from (at top_p = 1) — for log-probs and entropy alike.
+
+    Identical rows (same prompt, response and allowed sets — frequent with short constrained actions: a group's
+    trajectories share their first prompt and often their first action) are forwarded once and their outputs
+    gathered back to every copy; autograd sums the copies' gradients, so the result equals the row-by-row one."""
+    rows, inverse = unique_rows(prompt_ids, response_ids, allowed)
+    if len(rows) < len(prompt_ids):
+        out_u = policy_forward(model, [prompt_ids[i] for i in rows], [response_ids[i] for i in rows],
+                               pad_id=pad_id, device=device, temperature=temperature, with_entropy=with_entropy,
+                               head=head, allowed=[allowed[i] for i in rows] if allowed is not None else None)
+        inv = torch.tensor(inverse, device=device)
+        return tuple(t[inv] if t is not None else None for t in out_u)  # type: ignore[return-value]
     ids, attn, resp_mask, L = pack_right_aligned(prompt_ids, response_ids, pad_id)
     ids, attn, resp_mask = ids.to(device), attn.to(device), resp_mask.to(device)
     pos = (attn.cumsum(-1) - 1).clamp(min=0)
@@ -74,6 +85,23 @@ def policy_forward(
         col = torch.tensor([ids.shape[1] - len(r) - 1 for r in response_ids], device=device)
         values = head(out.hidden_states[-1][torch.arange(ids.shape[0], device=device), col])
     return logp * resp_mask, resp_mask, ent, values
+
+
+def unique_rows(prompt_ids: list[list[int]], response_ids: list[list[int]],
+                allowed: list[list[list[int] | None] | None] | None) -> tuple[list[int], list[int]]:
+    """``(rows, inverse)``: the first index of each distinct row, and for every row the position of its distinct
+    row in ``rows`` (so ``x[rows][inverse] == x``)."""
+    first: dict[tuple, int] = {}
+    rows, inverse = [], []
+    for i, (p, r) in enumerate(zip(prompt_ids, response_ids)):
+        a = allowed[i] if allowed is not None else None
+        key = (tuple(p), tuple(r), None if a is None else tuple(None if t is None else tuple(t) for t in a))
+        j = first.get(key)
+        if j is None:
+            j = first[key] = len(rows)
+            rows.append(i)
+        inverse.append(j)
+    return rows, inverse
 
 
 def mask_disallowed(logits: torch.Tensor, response_ids: list[list[int]],
