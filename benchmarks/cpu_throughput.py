@@ -31,12 +31,14 @@ import time
 import torch
 
 #: The SmolLM2 preset before issue 18 (free decoding, history and admissible list in every prompt), as overrides
-#: of today's configs/smollm2.yaml, and today's preset as is.
-PRESETS = {
-    "before": ["rollout.decoding=free", "prompt.history_length=1", "prompt.show_admissible=true",
-               "prompt.max_prompt_tokens=512", "optim.micro_batch_size=8"],
-    "after": [],
-}
+#: of today's configs/smollm2.yaml; today's preset with identical rows computed every time (the shared prefill
+#: and the learner's row dedupe switched off); and today's preset as is. (name, overrides, rows shared)
+PRESETS = [
+    ("before", ["rollout.decoding=free", "prompt.history_length=1", "prompt.show_admissible=true",
+                "prompt.max_prompt_tokens=512", "optim.micro_batch_size=8"], False),
+    ("after, rows not shared", [], False),
+    ("after", [], True),
+]
 
 
 def timed(fn, repeat: int = 1) -> tuple[float, float]:
@@ -130,21 +132,28 @@ def raw_rates(B: int, P: int, T: int, repeat: int, peak: float) -> dict:
     return out
 
 
-def trainer_phases(preset: str, overrides: list[str], iterations: int, threads: int) -> dict:
+def trainer_phases(preset: str, overrides: list[str], iterations: int, threads: int, shared: bool = True) -> dict:
+    from gigpo.rollout import engine
+    from gigpo.train import logprobs
     from gigpo.train.config import load_config
     from gigpo.train.trainer import Trainer
+
+    engine.SHARE_PREFILL = logprobs.DEDUPE_ROWS = shared
 
     with tempfile.TemporaryDirectory() as d:
         cfg = load_config("smollm2", [*overrides, f"train.iterations={iterations}", "train.eval_episodes=0",
                                       "train.checkpoint_every=0", "train.progress=false", f"train.threads={threads}",
                                       "train.sample_trajectories=0", f"train.run_dir={d}/run"])
         tr = Trainer(cfg)
-        counts = {"prompt": 0, "response": 0}
+        counts = {"prompt": 0, "response": 0, "rows": 0, "distinct_rows": 0}
         orig = tr.prepare
 
         def prepare(batch):  # count the tokens this iteration's passes process
             counts["prompt"] += sum(len(p) for p in batch.prompt_ids)
             counts["response"] += sum(len(r) for r in batch.response_ids)
+            counts["rows"] += len(batch.prompt_ids)
+            counts["distinct_rows"] += len(logprobs.unique_rows(batch.prompt_ids, batch.response_ids,
+                                                                getattr(batch, "allowed_tokens", None) or None)[0])
             return orig(batch)
 
         tr.prepare = prepare
@@ -155,7 +164,9 @@ def trainer_phases(preset: str, overrides: list[str], iterations: int, threads: 
     roll = sum(r["time/rollout"] for r in recs)
     upd = sum(r["time/update"] for r in recs)
     toks = counts["prompt"] + counts["response"]
-    return {"preset": preset, "overrides": overrides, "iterations": iterations,
+    engine.SHARE_PREFILL = logprobs.DEDUPE_ROWS = True
+    return {"preset": preset, "overrides": overrides, "iterations": iterations, "shared": shared,
+            "rows": counts["rows"], "distinct_rows": counts["distinct_rows"],
             "steps": sum(r["rollout/steps"] for r in recs), "prompt_tokens": counts["prompt"],
             "response_tokens": counts["response"], "valid_action_rate": recs[-1]["rollout/valid_action_rate"],
             "rollout_s_per_it": roll / iterations, "update_s_per_it": upd / iterations,
@@ -197,12 +208,12 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     if not args.skip_trainer:
         res["trainer"] = []
-        for name, ov in PRESETS.items():
-            r = trainer_phases(name, ov, args.iterations, args.threads)
+        for name, ov, shared in PRESETS:
+            r = trainer_phases(name, ov, args.iterations, args.threads, shared)
             res["trainer"].append(r)
             print(f"trainer [{name}] {r['iteration_s']:.1f} s/it (rollout {r['rollout_s_per_it']:.1f} + update "
                   f"{r['update_s_per_it']:.1f}), {r['steps']:.0f} steps, {r['prompt_tokens']} prompt + "
-                  f"{r['response_tokens']} response tokens; rollout {r['rollout_tokens_per_s']:.0f} tok/s, update "
+                  f"{r['response_tokens']} response tokens ({r['distinct_rows']}/{r['rows']} rows distinct); rollout {r['rollout_tokens_per_s']:.0f} tok/s, update "
                   f"{r['update_tokens_per_s']:.0f} tok/s; valid {r['valid_action_rate']:.2f}; cpu {r['cpu_s']:.1f}s")
         new = res["trainer"][-1]
         print(f"rollout phase / raw prefill: {new['rollout_tokens_per_s'] / res['raw']['prefill (sdpa)']['tokens_per_s']:.2f}"

@@ -7,6 +7,10 @@ from typing import Any, Protocol
 
 import torch
 
+#: Prefill each distinct prompt of a constrained batch once (see :func:`_shared_prefill`). Same results either
+#: way; a switch for A/B benchmarks (benchmarks/cpu_throughput.py), not a setting.
+SHARE_PREFILL = True
+
 
 @dataclass
 class Generation:
@@ -197,7 +201,7 @@ def _shared_prefill(model, prompts, ids, attn, pos):
         if j == len(rows):
             rows.append(r)
         inverse.append(j)
-    if len(rows) == len(prompts):
+    if len(rows) == len(prompts) or not SHARE_PREFILL:
         return model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1)
     sel = torch.tensor(rows, device=ids.device)
     out = model(input_ids=ids[sel], attention_mask=attn[sel], position_ids=pos[sel], use_cache=True,

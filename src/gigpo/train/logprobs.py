@@ -8,6 +8,10 @@ import torch
 
 from gigpo.algo.losses import entropy_from_logits
 
+#: Forward identical rows once (see :func:`policy_forward`). Same results either way; a switch for A/B benchmarks
+#: (benchmarks/cpu_throughput.py), not a setting.
+DEDUPE_ROWS = True
+
 
 def pack_right_aligned(
     prompt_ids: list[list[int]], response_ids: list[list[int]], pad_id: int
@@ -60,7 +64,7 @@ def policy_forward(
     Identical rows (same prompt, response and allowed sets — frequent with short constrained actions: a group's
     trajectories share their first prompt and often their first action) are forwarded once and their outputs
     gathered back to every copy; autograd sums the copies' gradients, so the result equals the row-by-row one."""
-    rows, inverse = unique_rows(prompt_ids, response_ids, allowed)
+    rows, inverse = unique_rows(prompt_ids, response_ids, allowed) if DEDUPE_ROWS else (prompt_ids, [])
     if len(rows) < len(prompt_ids):
         out_u = policy_forward(model, [prompt_ids[i] for i in rows], [response_ids[i] for i in rows],
                                pad_id=pad_id, device=device, temperature=temperature, with_entropy=with_entropy,
