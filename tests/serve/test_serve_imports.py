@@ -6,7 +6,7 @@ import sys
 
 
 def test_client_import_loads_no_torch():
-    code = "import sys, gigpo.serve.client; assert 'torch' not in sys.modules, 'torch was imported'"
+    code = "import sys, gigpo.apiclient, gigpo.serve.client; assert 'torch' not in sys.modules, 'torch was imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -8,7 +8,7 @@ neither is an error, never a silent re-tokenisation.
 
 The prompts of one ``generate`` call are split into ``len(urls)`` contiguous chunks (sizes differ by at most
 one), one batched request per server, sent concurrently. Failed requests are retried by
-:class:`gigpo.serve.client.ChatClient` (connection errors, timeouts, 408/409/429/5xx; exponential backoff with
+:class:`gigpo.apiclient.ChatClient` (connection errors, timeouts, 408/409/429/5xx; exponential backoff with
 jitter); when the retries are spent :class:`RemoteEngineError` says which server and why.
 
 **Weights versions.** The learner pushes its weights after each update (:mod:`gigpo.train.weight_sync`) and
@@ -30,8 +30,8 @@ from concurrent.futures import FIRST_EXCEPTION, wait
 from dataclasses import dataclass
 from typing import Any
 
+from gigpo.apiclient import APIError, ChatClient
 from gigpo.rollout.engine import Generation
-from gigpo.serve.client import APIError, ChatClient
 
 
 class RemoteEngineError(RuntimeError):

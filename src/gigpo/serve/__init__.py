@@ -1,6 +1,6 @@
 """Prompting baselines and serving: OpenAI-compatible API models as agents, and trained agents behind that API.
 
-Names load on first access (module ``__getattr__``), so ``from gigpo.serve.client import ChatClient`` — what an
+Names load on first access (module ``__getattr__``), so ``from gigpo.serve import ChatClient`` (:mod:`gigpo.apiclient`) — what an
 env's LLM user needs — imports no torch and no model code.
 """
 

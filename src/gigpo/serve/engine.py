@@ -6,8 +6,8 @@ import threading
 from concurrent.futures import FIRST_EXCEPTION, wait
 from typing import Any
 
+from gigpo.apiclient import APIError, ChatClient, Usage
 from gigpo.rollout.engine import Generation
-from gigpo.serve.client import APIError, ChatClient, Usage
 
 
 class OpenAIEngine:

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from gigpo.apiclient import APIError, ChatClient, Usage
 from gigpo.rollout.batch import Trajectory
 from gigpo.serve.chat_prompt import ChatPromptBuilder
-from gigpo.serve.client import APIError, ChatClient, Usage
 from gigpo.serve.engine import OpenAIEngine
 from gigpo.train.config import Config, ConfigError, load_config
 from gigpo.train.evaluate import build_collector, eval_seeds

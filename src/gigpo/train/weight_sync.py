@@ -26,9 +26,9 @@ from typing import Any
 
 import torch
 
+from gigpo.apiclient import APIError
 from gigpo.models.merged_weights import merged_state_dict
 from gigpo.rollout.engine_openai import CompletionsEngine, RemoteEngineError
-from gigpo.serve.client import APIError
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ class RulesUser:
 
 
 class LLMUser:
-    """An OpenAI-compatible chat model plays the user, through :class:`gigpo.serve.client.ChatClient`
+    """An OpenAI-compatible chat model plays the user, through :class:`gigpo.apiclient.ChatClient`
     (keep-alive, per-request ``timeout``, ``max_retries`` with backoff).
 
     * Construction probes the server once (``GET /models``); unreachable or rejecting → ``ValueError`` with one
@@ -51,7 +51,7 @@ class LLMUser:
             raise ValueError(f"env.user='openai:{model}' needs env.user_base_url (e.g. http://127.0.0.1:8000/v1)")
         # Imported here, not at module level: gigpo.serve's package __init__ imports torch, which the rules user
         # (and every other env) must not pay for.
-        from gigpo.serve.client import APIError, ChatClient
+        from gigpo.apiclient import APIError, ChatClient
 
         self._api_error = APIError
         key = os.environ.get(api_key_env, "") if api_key_env else ""
