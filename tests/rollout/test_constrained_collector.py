@@ -95,6 +95,21 @@ def test_every_action_is_admissible_as_the_list_changes(tiny):
     assert greedy.summary()["valid_action_rate"] == 1.0
 
 
+def test_a_one_token_budget_still_gives_only_valid_actions(tiny):
+    """The tiny vocabulary spells " up" as [" ", "up"]: with max_response_tokens=1 the decoder must not start that
+    spelling (it was cut into an empty, invalid response: valid rate 0.90 on lock before the budget check)."""
+    engine = HFEngine(tiny.model, tiny.tokenizer, tiny.device)
+    pb = PromptBuilder(tiny.tokenizer, 200, "plain", include_instructions=False)
+    col = Collector(lambda: make("lock", rooms=3, max_steps=10, lock_seed=0), engine, pb, max_response_tokens=1,
+                    decoding="constrained", env_name="lock")
+    torch.manual_seed(0)
+    batch = col.collect([0, 1], group_size=8)
+    assert sum(t.length for t in batch.trajectories) >= 40  # enough steps for a cut spelling to have shown up
+    assert batch.summary()["valid_action_rate"] == 1.0
+    assert all(len(r) == 1 for r in batch.response_ids)
+    assert _recomputed_gap(tiny, batch) < 1e-5
+
+
 def test_concat_mode_keeps_masks_aligned_with_responses(tiny):
     col = _collector(tiny, mode="concat")
     torch.manual_seed(1)
