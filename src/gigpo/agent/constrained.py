@@ -11,6 +11,11 @@ have leading-space variants of words; WordPiece/SentencePiece ones usually give 
 An action that is a prefix of another is a terminal inner node: there EOS/``</action>`` *and* the longer action's
 next tokens are allowed.
 
+Token budget: the sampler passes the tokens left (``max_response_tokens`` minus those emitted) and a child is
+offered only if some action completes within them (each node knows its fewest tokens to an action), so a short
+budget never starts a longer spelling it would cut into an invalid response (e.g. " up" = [" ", "up"] with one
+token left). The sets recorded for the learner are these filtered ones.
+
 ``think-action``: tokens are free until the decoded response contains ``<action>``; then the trie applies; after a
 complete action the ``</action>`` tag's tokens are forced one by one and generation stops.
 
