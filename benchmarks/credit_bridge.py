@@ -146,11 +146,12 @@ def scatter(theta_shape, rooms, row_grads):
 
 def train_tabular(rung: str, adv_fn: AdvFn, seed: int, lr: float | None = None, epochs: int = 2,
                   mini_batches: int = 4, clip: float = 0.2, iters: int = ITERS, opt: str = "adam",
-                  vocab: int = 0, rooms: int = 0) -> list[float]:
+                  vocab: int = 0, rooms: int = 0, adv_scale: float = 1.0) -> list[float]:
     """Success rate per iteration of one tabular run (T1: plain PG; T2: PPO + Adam, as the trainer; ``opt="sgd"``
     keeps T2's epochs, mini-batches and clip but steps θ −= lr·grad, isolating what Adam does; ``vocab`` = V > 0:
     the table has V columns of which only the first ``actions`` are valid words — the invalid-token phase;
-    ``rooms`` > 0: a longer lock of that many rooms with a step cap of 3 per room)."""
+    ``rooms`` > 0: a longer lock of that many rooms with a step cap of 3 per room; ``adv_scale`` multiplies
+    every advantage — Adam is invariant to it except through the ratio clip and the grad-norm clip)."""
     lock = dict(LOCK, rooms=rooms, max_steps=3 * rooms) if rooms else LOCK
     rng = np.random.default_rng(seed)
     theta = np.zeros((lock["rooms"], vocab or lock["actions"]))
@@ -159,7 +160,7 @@ def train_tabular(rung: str, adv_fn: AdvFn, seed: int, lr: float | None = None, 
     for it in range(iters):
         rows = collect(theta, rng, it, lock)
         curve.append(success_rate(rows))
-        adv = adv_fn(rows)
+        adv = adv_fn(rows) * adv_scale
         rooms, acts = rows["room"], rows["action"]
         if rung == "T1":
             _, g = logp_grad(theta, rooms, acts)
@@ -243,6 +244,11 @@ def tabular_studies() -> list[tuple[str, str, dict, dict]]:
     out.append(("T2 with SGD (lr 0.5) instead of Adam: grpo → gigpo", "T2", {**g, "opt": "sgd"}, {**s, "opt": "sgd"}))
     one = {"epochs": 1, "mini_batches": 1}
     out.append(("T2 1 epoch × 1 mini-batch (Adam step only): grpo → gigpo", "T2", {**g, **one}, {**s, **one}))
+    for clip in (0.05, 1e9):  # how much the ratio clip limits each arm's step (1e9: no clip)
+        lab = "none" if clip > 1e6 else clip
+        out.append((f"T2 clip={lab}: grpo → gigpo", "T2", {**g, "clip": clip}, {**s, "clip": clip}))
+    for c in (0.1, 10.0):  # advantage scale: matters under Adam only through the clips
+        out.append((f"T2 advantages ×{c}: grpo → gigpo", "T2", {**g, "adv_scale": c}, {**s, "adv_scale": c}))
     for rung in ("T1", "T2"):
         out.append((f"{rung} lock of 8 rooms (24 steps): grpo → gigpo", rung, {**g, "rooms": 8}, {**s, "rooms": 8}))
     inv = {"vocab": 274, "iters": 200}  # the tiny model's vocabulary (english_words: false); 200 iterations
@@ -258,7 +264,7 @@ def tabular_studies() -> list[tuple[str, str, dict, dict]]:
     return out
 
 
-TRAIN_KEYS = ("lr", "epochs", "mini_batches", "clip", "opt", "vocab", "iters", "rooms")
+TRAIN_KEYS = ("lr", "epochs", "mini_batches", "clip", "opt", "vocab", "iters", "rooms", "adv_scale")
 
 
 def run_spec(rung: str, spec: dict, seed: int) -> list[float]:
