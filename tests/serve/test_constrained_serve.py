@@ -73,6 +73,17 @@ def test_sampled_replies_are_always_choices_on_both_endpoints(served):
         assert deltas[-1]["finish_reason"] == "stop"
 
 
+def test_structured_outputs_choice_is_guided_choice(served):
+    """vLLM >= 0.12 spells it ``structured_outputs: {"choice": [...]}``: the same reply, token for token."""
+    srv, _ = served
+    req = {"prompt": PROMPTS, "temperature": 0, "return_token_ids": True}
+    s1, a = post(srv, "/completions", {**req, "guided_choice": CHOICES})
+    s2, b = post(srv, "/completions", {**req, "structured_outputs": {"choice": CHOICES}})
+    assert s1 == s2 == 200
+    assert [c["token_ids"] for c in a["choices"]] == [c["token_ids"] for c in b["choices"]]
+    assert {c["text"] for c in b["choices"]} <= set(CHOICES)
+
+
 def test_greedy_reply_is_the_engines_constrained_greedy_choice(served):
     srv, bundle = served
     engine = HFEngine(bundle.model, bundle.tokenizer, "cpu")
@@ -126,6 +137,10 @@ def test_sampled_logprobs_are_the_learners_masked_logprobs(served, temperature):
     ({"guided_choice": CHOICES, "max_tokens": 2}, "max_tokens (2) is less than the 6 tokens"),
     ({"guided_choice": CHOICES, "stop": "\n"}, "'stop' cannot be combined"),
     ({"guided_regex": "up|down"}, "guided_regex: not supported"),
+    ({"structured_outputs": ["up"]}, "'structured_outputs' must be an object"),
+    ({"structured_outputs": {"regex": "up|down"}}, "structured_outputs.regex: not supported"),
+    ({"structured_outputs": {"choice": []}}, "non-empty list of strings"),
+    ({"structured_outputs": {"choice": ["up"]}, "guided_choice": ["up"]}, "not both"),
 ])
 @pytest.mark.parametrize("route", ["/completions", "/chat/completions"])
 def test_bad_guided_choice_is_400_with_a_clear_message(served, route, extra, words):

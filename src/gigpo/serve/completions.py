@@ -67,7 +67,8 @@ def parse_completion_request(body: Any, models: set[str], limits: Limits | None 
                              f"{limits.max_prompt_chars} (--max-prompt-chars)")
     # The chat parser checks temperature, top_p, n, stop and max_tokens with the same bounds and messages.
     probe = {k: body[k] for k in body
-             if k in ("temperature", "top_p", "n", "stop", "max_tokens") or k.startswith("guided_")}
+             if k in ("temperature", "top_p", "n", "stop", "max_tokens", "structured_outputs")
+             or k.startswith("guided_")}
     params = parse_chat_request({**probe, "messages": [{"role": "user", "content": ""}]}, models, limits)
     logprobs = body.get("logprobs")
     if logprobs is not None and logprobs is not False:

@@ -239,13 +239,26 @@ def parse_chat_request(body: Any, models: set[str], limits: Limits | None = None
 
 
 def parse_guided_choice(body: dict[str, Any], limits: Limits) -> list[str] | None:
-    """``guided_choice`` (vLLM's extra-body field): 1..``max_choices`` distinct non-empty strings of at most
-    ``MAX_CHOICE_CHARS`` characters, or None. vLLM's other guided fields are refused rather than ignored, so a
+    """``guided_choice`` (vLLM's extra-body field before v0.12) or ``structured_outputs: {"choice": [...]}`` (its
+    spelling since): 1..``max_choices`` distinct non-empty strings of at most ``MAX_CHOICE_CHARS`` characters, or
+    None. vLLM's other guided / structured fields (json, regex, grammar, ...) are refused rather than ignored, so a
     client never gets unconstrained text it believes constrained."""
     other = sorted(k for k in body if k.startswith("guided_") and k != "guided_choice" and body[k] is not None)
     if other:
         raise ValueError(f"{', '.join(other)}: not supported by gigpo serve (only 'guided_choice' is)")
     choices = body.get("guided_choice")
+    structured = body.get("structured_outputs")
+    if structured is not None:
+        if not isinstance(structured, dict):
+            raise ValueError("'structured_outputs' must be an object such as {\"choice\": [...]}")
+        unsupported = sorted(k for k, v in structured.items() if k != "choice" and v is not None)
+        if unsupported:
+            raise ValueError(f"structured_outputs.{', structured_outputs.'.join(unsupported)}: not supported by "
+                             "gigpo serve (only structured_outputs.choice is)")
+        if choices is not None and structured.get("choice") is not None:
+            raise ValueError("give either 'guided_choice' or 'structured_outputs.choice', not both")
+        if structured.get("choice") is not None:
+            choices = structured["choice"]
     if choices is None:
         return None
     if not isinstance(choices, list) or not choices or not all(isinstance(c, str) for c in choices):
