@@ -98,6 +98,21 @@ def test_non_finite_loss_skips_the_update(tmp_path, monkeypatch):
     assert all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))
 
 
+def test_an_iteration_without_signal_leaves_the_weights_alone(tmp_path, monkeypatch):
+    """All advantages 0 (e.g. every trajectory of every group won): the policy gradient is exactly 0, and an AdamW
+    step would still move the weights by its momentum from the previous iteration. It must not."""
+    cfg = small_cfg(tmp_path / "run", "train.iterations=1", "train.eval_episodes=0")
+    trainer = Trainer(cfg)
+    trainer.iteration(1)  # a normal iteration: AdamW now holds momentum
+    assert any(float(st["exp_avg"].abs().max()) > 0 for st in trainer.optimizer.state.values())
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    monkeypatch.setattr("gigpo.train.trainer.row_advantages",
+                        lambda cfg, batch, *a, **k: (np.zeros(len(batch)), None, {}))
+    rec = trainer.iteration(2)
+    assert rec["update/no_signal_steps"] == 1.0 and rec["update/grad_norm"] == 0.0
+    assert all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))
+
+
 def test_missing_model_is_a_clear_error(tmp_path):
     cfg = small_cfg(tmp_path / "run", "model=/nonexistent/model/dir")
     with pytest.raises((FileNotFoundError, ValueError), match="/nonexistent/model/dir"):

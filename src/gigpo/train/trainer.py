@@ -359,8 +359,14 @@ class Trainer:
             warnings.warn("non-finite gradient norm; update skipped", stacklevel=2)
             self.optimizer.zero_grad(set_to_none=True)
             return None
-        self.optimizer.step()
         sums["update/grad_norm"] = float(grad_norm)
+        sums["update/no_signal_steps"] = float(grad_norm == 0)
+        if grad_norm == 0:
+            # Nothing to learn (every advantage 0, no entropy/KL/value term): AdamW would still move the weights by
+            # its momentum. Measured: a solved lock policy collapsed in such an iteration (docs/results/credit.md).
+            self.optimizer.zero_grad(set_to_none=True)
+            return sums
+        self.optimizer.step()
         return sums
 
     # ------------------------------------------------------------------ eval / save
