@@ -16,7 +16,8 @@ share OUT, so identical configs are reused by hash):
 Every arm of a study gets the same config except ``algorithm`` (and ω); DAPO's preset adds dynamic sampling,
 which collects extra rounds, so its env steps per iteration are not equal to the others' (reported as such).
 
-    python benchmarks/credit.py [--seeds 8] [--out runs/credit] [--studies lock5,lock8,omega] [--iterations N]
+    python benchmarks/credit.py [--seeds 8] [--out runs/credit] [--studies lock5,lock8,omega,lock5c] [--iterations N]
+                                [--arms grpo,gigpo,...]   # run only these arms (the report pairs what exists)
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ PAIRS = [("grpo", "gigpo"), ("grpo", "hgpo"), ("gigpo", "hgpo"), ("rloo", "rloo+
 STUDIES: dict[str, tuple[str, dict[str, list[str]], list[str]]] = {
     "lock5": ("lock", {"algorithm": ARMS}, []),
     "lock8": ("lock", {"algorithm": ARMS}, ["env.rooms=8", "env.max_steps=24"]),
+    # constrained decoding: no invalid-token phase (docs/results/credit.md, cause 2); the grpo/gigpo cells are the
+    # bridge's M3-constrained rung (same config, same hash: shared when OUT is the bridge's model/ folder)
+    "lock5c": ("lock", {"algorithm": ARMS}, ["rollout.decoding=constrained"]),
     "omega": ("lock", {"algorithm": ["gigpo"], "algorithm.step_weight": ["0.4", "0.8", "1.2", "2.0"]}, []),
 }
 
@@ -72,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--studies", default="lock5,lock8,omega,alfworld")
     p.add_argument("--iterations", type=int, default=0, help="override train.iterations (0: the preset's)")
     p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--arms", default="", help="run only these algorithm arms (comma-separated; default all)")
     p.add_argument("--pythonpath", default=os.environ.get("CREDIT_PYTHONPATH", ""))
     args = p.parse_args(argv)
     out = Path(args.out)
@@ -83,16 +88,22 @@ def main(argv: list[str] | None = None) -> int:
     skipped = [s for s in args.studies.split(",") if s not in studies]
     extra = [f"train.iterations={args.iterations}"] if args.iterations else []
     cells_of = {s: build_cells(studies[s][0], studies[s][1], studies[s][2] + extra) for s in chosen}
+    only = set(args.arms.split(",")) if args.arms else None
+    runnable = {s: [c for c in cs if only is None or c.grid.get("algorithm") in only] for s, cs in cells_of.items()}
     seeds = list(range(args.seeds))
     env = {"PYTHONPATH": args.pythonpath} if args.pythonpath else None
     for config in dict.fromkeys(studies[s][0] for s in chosen):  # one pool per config file, seed-major inside
         mine = [s for s in chosen if studies[s][0] == config]
-        jobs = [(c, sd) for sd in seeds for s in mine for c in cells_of[s]]
-        cells = [c for s in mine for c in cells_of[s]]
+        jobs = [(c, sd) for sd in seeds for s in mine for c in runnable[s]]
+        cells = [c for s in mine for c in runnable[s]]
         results = run_sweep(config, cells, seeds, out, workers=args.workers, threads=1, extra_env=env, order=jobs)
         for r in results:
             if r.status == "failed":
                 print(f"FAILED {r.cell.label} seed {r.seed}: {r.error[-300:]}", file=sys.stderr)
+    for s in chosen:  # cells not run here (``--arms``): their runs are read where a sweep puts them
+        for c in cells_of[s]:
+            if not c.runs:
+                c.runs = {sd: out / "cells" / c.key / f"seed{sd}" for sd in seeds}
     lines = [HEADER]
     for s in chosen:
         by_label = {c.label: c for c in cells_of[s]}
