@@ -108,8 +108,21 @@ def test_an_iteration_without_signal_leaves_the_weights_alone(tmp_path, monkeypa
     before = [p.detach().clone() for p in trainer.model.parameters()]
     monkeypatch.setattr("gigpo.train.trainer.row_advantages",
                         lambda cfg, batch, *a, **k: (np.zeros(len(batch)), None, {}))
-    rec = trainer.iteration(2)
+    seen = {}
+    update = trainer.update
+
+    def spy(batch, adv, it, prep=None, targets=None):
+        seen.update(batch=batch, prep=prep)
+        return update(batch, adv, it, prep, targets)
+
+    monkeypatch.setattr(trainer, "update", spy)
+    rec = trainer.iteration(2)  # the whole update is skipped: no pass could produce a gradient
     assert rec["update/no_signal_steps"] == 1.0 and rec["update/grad_norm"] == 0.0
+    assert all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))
+    # One mini-batch without signal inside an update that has some: its passes run, its AdamW step does not.
+    batch, prep = seen["batch"], seen["prep"]
+    stats = trainer._minibatch_step(batch, prep["rows"], prep.get("old", {}), None, torch.zeros(len(batch)))
+    assert stats["update/no_signal_steps"] == 1.0 and stats["update/grad_norm"] == 0.0
     assert all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))
 
 

@@ -255,6 +255,11 @@ class Trainer:
             warnings.warn("no trainable rows this iteration (all trajectories failed, or dynamic sampling kept no "
                           "group); update skipped", stacklevel=2)
             return {"update/skipped": 1.0}
+        if (not o.entropy_coef and not o.kl_coef and self.value_head is None
+                and not self.dist.all_max(float(np.any(np.asarray(adv) != 0)))):
+            # every advantage 0 and no other loss term: the gradient would be exactly 0 (see _minibatch_step), so
+            # the passes are skipped too — in sparse-reward runs that is often half the iterations
+            return {"update/no_signal_steps": 1.0, "update/grad_norm": 0.0}
         adv_t = torch.as_tensor(adv, dtype=torch.float32)
         critic = None
         if self.value_head is not None:
