@@ -60,6 +60,8 @@ MODEL_RUNGS = {
     "M3-constrained": ["rollout.decoding=constrained"],
     "M3-entropy": ["optim.entropy_coef=0.01"],
     "M3-dynamic": ["rollout.dynamic_sampling=true"],
+    # cause 4: after the solve, mean_std turns γ-only return differences into unit-size step advantages
+    "M3-constrained-mean": ["rollout.decoding=constrained", "algorithm.normalize=mean"],
 }
 
 
@@ -307,7 +309,7 @@ def model_main(args) -> None:
             jobs += [(c, s) for c in cells_by_rung[rung]]
     env = {"PYTHONPATH": args.pythonpath} if args.pythonpath else None
     all_cells = [c for cs in cells_by_rung.values() for c in cs]
-    results = run_sweep(config, all_cells, seeds, out, workers=1, threads=1, extra_env=env, order=jobs)
+    results = run_sweep(config, all_cells, seeds, out, workers=args.workers, threads=1, extra_env=env, order=jobs)
     for r in results:
         if r.status == "failed":
             print(f"FAILED {r.cell.label} seed {r.seed}: {r.error[-300:]}", file=sys.stderr)
@@ -380,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="runs/credit_bridge")
     p.add_argument("--seeds", type=int, default=16)
     p.add_argument("--rungs", default="M3,M4")
+    p.add_argument("--workers", type=int, default=1, help="model runs at a time (one torch thread each)")
     p.add_argument("--config", default="lock")
     p.add_argument("--pythonpath", default=os.environ.get("CREDIT_PYTHONPATH", ""),
                    help="PYTHONPATH of a frozen copy of src/ for the model runs (empty: the installed gigpo)")
