@@ -347,12 +347,14 @@ def model_seed_rows(out: Path) -> list[str]:
             continue
         c = [r["rollout/success_rate"] for r in recs]
         last = recs[-1]
+        # an iteration without signal skips its update, so it logs no entropy: the last one that did
+        ent = next((r["loss/entropy"] for r in reversed(recs) if "loss/entropy" in r), float("nan"))
         rows.append(f"| {m.parent.parent.name} | {m.parent.name[4:]} | {len(recs)} | {np.mean(c):.3f} | "
-                    f"{np.mean(c[-10:]):.3f} | {last.get('loss/entropy', float('nan')):.2f} | "
+                    f"{np.mean(c[-10:]):.3f} | {ent:.2f} | "
                     f"{last.get('rollout/valid_action_rate', float('nan')):.3f} |")
     if not rows:
         return []
-    return ["", "| model run (cell) | seed | iterations | success AUC | last-10 success | last entropy | last valid rate |",
+    return ["", "| model run (cell) | seed | iterations | success AUC | last-10 success | last logged entropy | last valid rate |",
             "|---|---|---|---|---|---|---|", *rows]
 
 
