@@ -53,7 +53,8 @@ def _train_run(args: argparse.Namespace) -> int:
                                allow_config_change=getattr(args, "allow_config_change", False))
             from gigpo.train import distributed
             from gigpo.train.evaluate import preflight
-            from gigpo.train.trainer import Trainer, install_sigterm_as_interrupt
+            from gigpo.train.rundir import install_sigterm_as_interrupt
+            from gigpo.train.trainer import Trainer
 
             preflight(plan.cfg, str(plan.checkpoint / "model"))  # the resumed env/device, before the model loads
             distributed.init(plan.cfg)  # under torchrun: join the job's process group
@@ -71,7 +72,8 @@ def _train_run(args: argparse.Namespace) -> int:
             check_fresh_run_dir(cfg)  # a used run directory: refused before the env probe and the model load
             from gigpo.train import distributed
             from gigpo.train.evaluate import preflight
-            from gigpo.train.trainer import Trainer, install_sigterm_as_interrupt
+            from gigpo.train.rundir import install_sigterm_as_interrupt
+            from gigpo.train.trainer import Trainer
 
             preflight(cfg)  # a missing dataset, a bad env option or device: one error, before the model loads
             distributed.init(cfg)  # under torchrun: join the job's process group

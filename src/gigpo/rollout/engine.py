@@ -190,17 +190,24 @@ def sample_constrained(engine: HFEngine, prompts, constraints, max_new_tokens: i
     return gens
 
 
+def first_occurrences(keys) -> tuple[list[int], list[int]]:
+    """``(rows, inverse)`` of hashable ``keys``: the index of each distinct key's first occurrence, and for every
+    key the position of its distinct key in ``rows`` (so ``keys[rows][inverse] == keys``)."""
+    first: dict[Any, int] = {}
+    rows, inverse = [], []
+    for i, key in enumerate(keys):
+        j = first.setdefault(key, len(rows))
+        if j == len(rows):
+            rows.append(i)
+        inverse.append(j)
+    return rows, inverse
+
+
 def _shared_prefill(model, prompts, ids, attn, pos):
     """The prefill forward, computed once per distinct prompt: a group's N trajectories start from the same
     prompt (and often meet the same one again), so their KV cache is computed once and its rows copied
     (``Cache.batch_select_indices``) — the same numbers up to the batch-size dependence of the matmuls."""
-    first: dict[tuple[int, ...], int] = {}
-    rows, inverse = [], []
-    for r, p in enumerate(prompts):
-        j = first.setdefault(tuple(p), len(rows))
-        if j == len(rows):
-            rows.append(r)
-        inverse.append(j)
+    rows, inverse = first_occurrences(tuple(p) for p in prompts)
     if len(rows) == len(prompts) or not SHARE_PREFILL:
         return model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1)
     sel = torch.tensor(rows, device=ids.device)

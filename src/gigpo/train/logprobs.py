@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from gigpo.algo.losses import entropy_from_logits
+from gigpo.rollout.engine import first_occurrences
 
 #: Forward identical rows once (see :func:`policy_forward`). Same results either way; a switch for A/B benchmarks
 #: (benchmarks/cpu_throughput.py), not a setting.
@@ -93,19 +94,13 @@ def policy_forward(
 
 def unique_rows(prompt_ids: list[list[int]], response_ids: list[list[int]],
                 allowed: list[list[list[int] | None] | None] | None) -> tuple[list[int], list[int]]:
-    """``(rows, inverse)``: the first index of each distinct row, and for every row the position of its distinct
-    row in ``rows`` (so ``x[rows][inverse] == x``)."""
-    first: dict[tuple, int] = {}
-    rows, inverse = [], []
-    for i, (p, r) in enumerate(zip(prompt_ids, response_ids)):
+    """``(rows, inverse)`` of the distinct (prompt, response, allowed) rows (see ``first_occurrences``)."""
+    def key(i: int) -> tuple:
         a = allowed[i] if allowed is not None else None
-        key = (tuple(p), tuple(r), None if a is None else tuple(None if t is None else tuple(t) for t in a))
-        j = first.get(key)
-        if j is None:
-            j = first[key] = len(rows)
-            rows.append(i)
-        inverse.append(j)
-    return rows, inverse
+        frozen = None if a is None else tuple(None if t is None else tuple(t) for t in a)
+        return tuple(prompt_ids[i]), tuple(response_ids[i]), frozen
+
+    return first_occurrences(key(i) for i in range(len(prompt_ids)))
 
 
 def mask_disallowed(logits: torch.Tensor, response_ids: list[list[int]],

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import logging
 import shutil
+import signal
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -226,3 +227,11 @@ def plan_resume(run_dir: str | Path, overrides: dict | None = None, *, allow_con
                           f"pass train.iterations=N (N > {it}) to continue")
     return ResumePlan(run_dir, cfg, ckpt, it, state, load_optimizer_state(ckpt), load_rng_state(ckpt), skipped,
                       changes)
+
+
+def install_sigterm_as_interrupt() -> None:
+    """Treat SIGTERM like Ctrl-C so a killed run also stops between atomic checkpoint writes."""
+    def _raise(*_):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _raise)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import logging
 import math
-import signal
 import time
 import uuid
 import warnings
@@ -43,7 +42,7 @@ from gigpo.train.value import (
 )
 
 log = logging.getLogger(__name__)
-__all__ = ["Trainer", "estimator_args", "install_sigterm_as_interrupt"]
+__all__ = ["Trainer", "estimator_args"]
 
 
 class Trainer:
@@ -402,11 +401,3 @@ class Trainer:
                                    self.cfg.train.keep_checkpoints, optimizer_state=optimizer_state)
         self.dist.barrier()  # nobody runs ahead of a checkpoint that is still being written
         return path
-
-
-def install_sigterm_as_interrupt() -> None:
-    """Treat SIGTERM like Ctrl-C so a killed run also stops between atomic checkpoint writes."""
-    def _raise(*_):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, _raise)
