@@ -16,7 +16,8 @@ share OUT, so identical configs are reused by hash):
 Every arm of a study gets the same config except ``algorithm`` (and ω); DAPO's preset adds dynamic sampling,
 which collects extra rounds, so its env steps per iteration are not equal to the others' (reported as such).
 
-    python benchmarks/credit.py [--seeds 8] [--out runs/credit] [--studies lock5,lock8,omega,lock5c] [--iterations N]
+    python benchmarks/credit.py [--seeds 8] [--out runs/credit] [--studies lock5,lock8,omega,lock5c,lock8c,omega_c]
+                                [--iterations N]
                                 [--arms grpo,gigpo,...]   # run only these arms (the report pairs what exists)
 """
 
@@ -44,7 +45,13 @@ STUDIES: dict[str, tuple[str, dict[str, list[str]], list[str]]] = {
     # bridge's M3-constrained rung (same config, same hash: shared when OUT is the bridge's model/ folder)
     "lock5c": ("lock", {"algorithm": ARMS}, ["rollout.decoding=constrained"]),
     "omega": ("lock", {"algorithm": ["gigpo"], "algorithm.step_weight": ["0.4", "0.8", "1.2", "2.0"]}, []),
+    # the same two studies with constrained decoding (no invalid-token phase); omega_c pairs against lock5c's grpo
+    "lock8c": ("lock", {"algorithm": ARMS}, ["env.rooms=8", "env.max_steps=24", "rollout.decoding=constrained"]),
+    "omega_c": ("lock", {"algorithm": ["gigpo"], "algorithm.step_weight": ["0.4", "0.8", "1.2", "2.0"]},
+                ["rollout.decoding=constrained"]),
 }
+# an ω study is reported against the grpo arm (ω = 0) of the study with the same settings
+OMEGA_BASE = {"omega": "lock5", "omega_c": "lock5c"}
 
 
 def alfworld_study() -> tuple[str, dict[str, list[str]], list[str]] | None:
@@ -109,13 +116,13 @@ def main(argv: list[str] | None = None) -> int:
         by_label = {c.label: c for c in cells_of[s]}
         its = cells_of[s][0].iterations
         arm = {c.grid.get("algorithm"): c for c in cells_of[s] if len(c.grid) == 1}
-        for a, b in PAIRS if s != "omega" else []:
+        for a, b in PAIRS if s not in OMEGA_BASE else []:
             if a in arm and b in arm:
                 lines.append(row_md(f"{s}: {a} → {b}", paired(curves(arm[a], its), curves(arm[b], its))))
-        if s == "omega" and "lock5" in cells_of:
-            base = {c.grid["algorithm"]: c for c in cells_of["lock5"]}
+        if s in OMEGA_BASE and OMEGA_BASE[s] in cells_of:
+            base = {c.grid["algorithm"]: c for c in cells_of[OMEGA_BASE[s]]}
             for label, c in by_label.items():
-                lines.append(row_md(f"omega: grpo → gigpo {label.split(', ')[-1]}",
+                lines.append(row_md(f"{s}: grpo → gigpo {label.split(', ')[-1]}",
                                     paired(curves(base["grpo"], its), curves(c, its))))
     if skipped:
         lines.append(f"\nnot run (env not registered here or unknown study): {', '.join(skipped)}")

@@ -106,21 +106,27 @@ def test_an_iteration_without_signal_leaves_the_weights_alone(tmp_path, monkeypa
     trainer.iteration(1)  # a normal iteration: AdamW now holds momentum
     assert any(float(st["exp_avg"].abs().max()) > 0 for st in trainer.optimizer.state.values())
     before = [p.detach().clone() for p in trainer.model.parameters()]
-    monkeypatch.setattr("gigpo.train.trainer.row_advantages",
-                        lambda cfg, batch, *a, **k: (np.zeros(len(batch)), None, {}))
-    seen = {}
-    update = trainer.update
+    seen = {"prepare": 0}
 
-    def spy(batch, adv, it, prep=None, targets=None):
-        seen.update(batch=batch, prep=prep)
-        return update(batch, adv, it, prep, targets)
+    def zero_advantages(cfg, batch, *a, **k):
+        seen["batch"] = batch
+        return np.zeros(len(batch)), None, {}
 
-    monkeypatch.setattr(trainer, "update", spy)
+    monkeypatch.setattr("gigpo.train.trainer.row_advantages", zero_advantages)
+    prepare = trainer.prepare
+
+    def counting_prepare(batch):
+        seen["prepare"] += 1
+        return prepare(batch)
+
+    monkeypatch.setattr(trainer, "prepare", counting_prepare)
     rec = trainer.iteration(2)  # the whole update is skipped: no pass could produce a gradient
     assert rec["update/no_signal_steps"] == 1.0 and rec["update/grad_norm"] == 0.0
+    assert seen["prepare"] == 0  # no critic, no KL: not even the no-grad log-prob passes run
     assert all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))
     # One mini-batch without signal inside an update that has some: its passes run, its AdamW step does not.
-    batch, prep = seen["batch"], seen["prep"]
+    batch = seen["batch"]
+    prep = prepare(batch)
     stats = trainer._minibatch_step(batch, prep["rows"], prep.get("old", {}), None, torch.zeros(len(batch)))
     assert stats["update/no_signal_steps"] == 1.0 and stats["update/grad_norm"] == 0.0
     assert all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))

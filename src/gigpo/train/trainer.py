@@ -33,15 +33,10 @@ from gigpo.train.remote import build_engine
 from gigpo.train.rundir import ResumePlan, check_fresh_run_dir, create_run_dir, plan_resume
 from gigpo.train.samples import write_samples
 from gigpo.train.schedule import lr_at
-from gigpo.train.value import (
-    VALUE_HEAD_FILE,
-    ValueHead,
-    hidden_size_of,
-    load_value_head,
-    save_value_head,
-)
+from gigpo.train.value import VALUE_HEAD_FILE, ValueHead, hidden_size_of, load_value_head, save_value_head
 
 log = logging.getLogger(__name__)
+NO_SIGNAL = {"update/no_signal_steps": 1.0, "update/grad_norm": 0.0}  # the record of an update without signal
 __all__ = ["Trainer", "estimator_args"]
 
 
@@ -214,7 +209,11 @@ class Trainer:
         rec["time/tokens_per_s_rollout"] = rec["rollout/response_tokens"] / max(timings["time/rollout"], 1e-9)
 
         t0 = time.perf_counter()
-        prep = self.prepare(batch)  # old/reference log-probs and old values: inputs of some estimators
+        # old/reference log-probs and old values are estimator inputs only with a critic or a KL reward; without
+        # them the advantages come first, so an iteration without signal skips these passes too (the remote
+        # engine's bookkeeping needs them every iteration)
+        early = self.value_head is None and not self.use_ref and self.remote is None
+        prep = {} if early else self.prepare(batch)
         t_prep = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -223,7 +222,7 @@ class Trainer:
         rec.update(adv_stats)
 
         t0 = time.perf_counter()
-        rec.update(self.update(batch, adv, it, prep, targets))
+        rec.update(NO_SIGNAL if early and self._no_signal(adv) else self.update(batch, adv, it, prep or None, targets))
         timings["time/update"] = time.perf_counter() - t0 + t_prep
         rec["time/tokens_per_s_update"] = (
             rec["rollout/response_tokens"] * cfg.optim.ppo_epochs / max(timings["time/update"], 1e-9)
@@ -254,11 +253,8 @@ class Trainer:
             warnings.warn("no trainable rows this iteration (all trajectories failed, or dynamic sampling kept no "
                           "group); update skipped", stacklevel=2)
             return {"update/skipped": 1.0}
-        if (not o.entropy_coef and not o.kl_coef and self.value_head is None
-                and not self.dist.all_max(float(np.any(np.asarray(adv) != 0)))):
-            # every advantage 0 and no other loss term: the gradient would be exactly 0 (see _minibatch_step), so
-            # the passes are skipped too — in sparse-reward runs that is often half the iterations
-            return {"update/no_signal_steps": 1.0, "update/grad_norm": 0.0}
+        if self._no_signal(adv):
+            return dict(NO_SIGNAL)
         adv_t = torch.as_tensor(adv, dtype=torch.float32)
         critic = None
         if self.value_head is not None:
@@ -286,6 +282,13 @@ class Trainer:
         rec["update/skipped_steps"] = float(skipped)
         rec["update/sampler_logprob_gap"] = prep.get("sampler_gap", 0.0)
         return rec
+
+    def _no_signal(self, adv: np.ndarray) -> bool:
+        """Every advantage 0 on every rank and no other loss term: the gradient would be exactly 0 (see
+        _minibatch_step), so the update passes are skipped — in sparse-reward runs often half the iterations."""
+        o = self.cfg.optim
+        return (not o.entropy_coef and not o.kl_coef and self.value_head is None
+                and not self.dist.all_max(float(np.any(np.asarray(adv) != 0))))
 
     def _minibatch_step(self, batch, mb, old, ref, adv_t, critic=None) -> dict | None:
         o, a = self.cfg.optim, self.cfg.algorithm
