@@ -1,11 +1,13 @@
 """Benchmark: does SmolLM2-135M-Instruct + LoRA + constrained decoding learn `lock` on a CPU? (issue 18, item 3)
 
-Runs ``gigpo train --config smollm2-lock`` for each algorithm × seed (one process at a time, or ``--parallel``),
-then reports, per run, held-out greedy success at each evaluation (iteration 0 = the untrained model), seconds of
+Runs ``gigpo train --config smollm2-lock`` (or ``--config smollm2-lock-fixed``) for each algorithm × seed, one
+process at a time (start two invocations with different ``--algorithms`` to use two cores), then reports, per run, held-out greedy success at each evaluation (iteration 0 = the untrained model), seconds of
 rollout and update per iteration, and the process's wall and CPU time; per algorithm, the median over seeds of
 (final − untrained) success. Curves go to ``OUT/curves.png``. Every run found under OUT is reported.
 
     python benchmarks/smollm2_learning.py --seeds 3 --algorithms gigpo,grpo --out runs/smollm2_learning
+    python benchmarks/smollm2_learning.py --config smollm2-lock-fixed --seeds 3 --algorithms gigpo,grpo \
+        --out runs/smollm2_fixed
     python benchmarks/smollm2_learning.py --report --out runs/smollm2_learning      # report existing runs only
 """
 
@@ -21,9 +23,9 @@ import time
 from pathlib import Path
 
 
-def run_one(out: Path, algo: str, seed: int, extra: list[str]) -> None:
+def run_one(out: Path, config: str, algo: str, seed: int, extra: list[str]) -> None:
     name = out / f"{algo}_s{seed}"
-    cmd = [sys.executable, "-m", "gigpo.cli", "train", "--config", "smollm2-lock", f"algorithm={algo}",
+    cmd = [sys.executable, "-m", "gigpo.cli", "train", "--config", config, f"algorithm={algo}",
            f"train.seed={seed}", f"train.run_dir={name}", "train.overwrite=true", "train.progress=false", *extra]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -79,7 +81,7 @@ def report(out: Path) -> None:
         ev = sorted(r["evals"].items())
         a2.plot([k for k, _ in ev], [v for _, v in ev], style + "o", label=r["name"])
     a1.set(xlabel="iteration", ylabel="rollout success (sampled)", title="training rollouts")
-    a2.set(xlabel="iteration", ylabel="held-out greedy success", title="held-out (16 unseen codes)")
+    a2.set(xlabel="iteration", ylabel="held-out greedy success", title="held-out greedy (16 episodes)")
     a2.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "curves.png", dpi=110)
@@ -88,6 +90,8 @@ def report(out: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="runs/smollm2_learning")
+    ap.add_argument("--config", default="smollm2-lock", help="preset: smollm2-lock (per-task shown code) or "
+                    "smollm2-lock-fixed (one hidden lock)")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--algorithms", default="gigpo")
     ap.add_argument("--report", action="store_true", help="only report the runs already under --out")
@@ -98,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.report:
         for seed in range(args.seeds):  # seed-major: a stopped sweep still has paired seeds
             for algo in args.algorithms.split(","):
-                run_one(out, algo, seed, args.overrides)
+                run_one(out, args.config, algo, seed, args.overrides)
     report(out)
     return 0
 
