@@ -76,6 +76,19 @@ def curves(cell, iterations: int) -> dict[int, list[float]]:
     return out
 
 
+def final_eval(cell) -> dict[int, list[float]]:
+    """Per seed, the held-out success of the run's last evaluation (greedy unless train.eval_temperature is set),
+    as a one-point curve: ``paired`` then compares final evaluations."""
+    out = {}
+    for seed, run in cell.runs.items():
+        f = Path(run) / "metrics.jsonl"
+        if f.is_file():
+            ev = [json.loads(x) for x in f.read_text().splitlines() if '"eval/success_rate"' in x]
+            if ev:
+                out[seed] = [ev[-1]["eval/success_rate"]]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="runs/credit")
@@ -85,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--arms", default="", help="run only these algorithm arms (comma-separated; default all)")
     p.add_argument("--pythonpath", default=os.environ.get("CREDIT_PYTHONPATH", ""))
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="extra overrides of every run (e.g. train.eval_episodes=16: a final greedy evaluation, "
+                        "reported as its own rows)")
     args = p.parse_args(argv)
     out = Path(args.out)
     studies = dict(STUDIES)
@@ -93,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         studies["alfworld"] = alf
     chosen = [s for s in args.studies.split(",") if s in studies]
     skipped = [s for s in args.studies.split(",") if s not in studies]
-    extra = [f"train.iterations={args.iterations}"] if args.iterations else []
+    extra = ([f"train.iterations={args.iterations}"] if args.iterations else []) + list(args.set)
     cells_of = {s: build_cells(studies[s][0], studies[s][1], studies[s][2] + extra) for s in chosen}
     only = set(args.arms.split(",")) if args.arms else None
     runnable = {s: [c for c in cs if only is None or c.grid.get("algorithm") in only] for s, cs in cells_of.items()}
@@ -119,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         for a, b in PAIRS if s not in OMEGA_BASE else []:
             if a in arm and b in arm:
                 lines.append(row_md(f"{s}: {a} → {b}", paired(curves(arm[a], its), curves(arm[b], its))))
+                ea, eb = final_eval(arm[a]), final_eval(arm[b])
+                if ea and eb:  # AUC and final of a one-point curve are both the final evaluation
+                    lines.append(row_md(f"{s}: {a} → {b}, final held-out eval", paired(ea, eb)))
         if s in OMEGA_BASE and OMEGA_BASE[s] in cells_of:
             base = {c.grid["algorithm"]: c for c in cells_of[OMEGA_BASE[s]]}
             for label, c in by_label.items():
