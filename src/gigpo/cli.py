@@ -143,7 +143,9 @@ def _eval(args: argparse.Namespace) -> int:
         with open(args.output, "w") as f:
             json.dump({"summary": summary, "trajectories": [
                 {"seed": t.seed, "won": t.won, "score": t.score, "length": t.length, "failed": t.failed,
-                 "error": t.error, "data_source": t.data_source} for t in batch.trajectories]}, f, indent=2)
+                 "error": t.error, "data_source": t.data_source,
+                 "steps": [{"observation": o, "response": r, "action": a, "reward": x} for o, r, a, x in t.transcript]}
+                for t in batch.trajectories]}, f, indent=2)
     return 0
 
 
@@ -231,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--episodes", type=int, default=64)
     e.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     e.add_argument("--seed", type=int, default=None, help="seed of the held-out set (default: the run's)")
-    e.add_argument("--output", help="write the summary and per-trajectory results as JSON")
+    e.add_argument("--output", help="write the summary and per-trajectory results (with every step) as JSON")
     e.add_argument("overrides", nargs="*", metavar="key=value")
     e.set_defaults(func=_eval)
 

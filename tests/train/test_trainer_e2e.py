@@ -145,6 +145,8 @@ def test_cli_train_eval_and_bad_input(tmp_path, capsys):
     assert cli_main(["eval", "--checkpoint", str(run), "--episodes", "3", "--output", str(out)]) == 0
     res = json.loads(out.read_text())
     assert len(res["trajectories"]) == 3 and "success_rate" in res["summary"]
+    t = res["trajectories"][0]  # every step's observation, response, action and reward
+    assert len(t["steps"]) == t["length"] and set(t["steps"][0]) == {"observation", "response", "action", "reward"}
     assert "| success_rate |" in capsys.readouterr().out
     # bad input: one clear error, exit code 2, nothing trained
     assert cli_main(["train", "env=nowhere"]) == 2
