@@ -93,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", default="smollm2-lock", help="preset: smollm2-lock (per-task shown code) or "
                     "smollm2-lock-fixed (one hidden lock)")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--first-seed", type=int, default=0, help="run seeds first-seed .. first-seed+seeds-1")
     ap.add_argument("--algorithms", default="gigpo")
     ap.add_argument("--report", action="store_true", help="only report the runs already under --out")
     ap.add_argument("overrides", nargs="*", help="extra key=value overrides of every run")
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if not args.report:
-        for seed in range(args.seeds):  # seed-major: a stopped sweep still has paired seeds
+        for seed in range(args.first_seed, args.first_seed + args.seeds):  # seed-major: a stopped sweep still has paired seeds
             for algo in args.algorithms.split(","):
                 run_one(out, args.config, algo, seed, args.overrides)
     report(out)
