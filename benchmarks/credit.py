@@ -64,29 +64,26 @@ def alfworld_study() -> tuple[str, dict[str, list[str]], list[str]] | None:
     return (config, {"algorithm": ARMS}, [])
 
 
-def curves(cell, iterations: int) -> dict[int, list[float]]:
+def series(cell, key: str) -> dict[int, list[float]]:
+    """Per seed of ``cell``, the values of metric ``key`` in its run's metrics.jsonl (runs without one: left out)."""
     out = {}
     for seed, run in cell.runs.items():
         f = Path(run) / "metrics.jsonl"
         if f.is_file():
             recs = [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
-            c = [r["rollout/success_rate"] for r in recs if "rollout/success_rate" in r]
-            if len(c) >= iterations:
-                out[seed] = c[:iterations]
+            out[seed] = [r[key] for r in recs if key in r]
     return out
+
+
+def curves(cell, iterations: int) -> dict[int, list[float]]:
+    """Per seed, the first ``iterations`` values of sampled training success (runs that got that far)."""
+    return {s: c[:iterations] for s, c in series(cell, "rollout/success_rate").items() if len(c) >= iterations}
 
 
 def final_eval(cell) -> dict[int, list[float]]:
     """Per seed, the held-out success of the run's last evaluation (greedy unless train.eval_temperature is set),
     as a one-point curve: ``paired`` then compares final evaluations."""
-    out = {}
-    for seed, run in cell.runs.items():
-        f = Path(run) / "metrics.jsonl"
-        if f.is_file():
-            ev = [json.loads(x) for x in f.read_text().splitlines() if '"eval/success_rate"' in x]
-            if ev:
-                out[seed] = [ev[-1]["eval/success_rate"]]
-    return out
+    return {s: e[-1:] for s, e in series(cell, "eval/success_rate").items() if e}
 
 
 def main(argv: list[str] | None = None) -> int:

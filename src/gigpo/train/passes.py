@@ -67,7 +67,7 @@ class PolicyPasses:
         and ``ref`` log-probs, ``values`` (critic, one per row), ``kl`` (Σ_tokens old − ref, per row) and the
         sampler gap."""
         o = self.cfg.optim
-        rows_all = [i for i in range(len(batch)) if batch.response_ids[i]]
+        rows_all = trainable_rows(batch)
         prep: dict[str, Any] = {"rows": rows_all}
         if not rows_all:
             return prep
@@ -88,6 +88,11 @@ class PolicyPasses:
             prep["ref"] = ref if o.kl_coef > 0 else None
             prep["kl"] = np.array([float((old[i] - ref[i]).sum()) if i in ref else 0.0 for i in range(len(batch))])
         return prep
+
+
+def trainable_rows(batch: RolloutBatch) -> list[int]:
+    """The rows with a response: the only ones the passes and the update see."""
+    return [i for i in range(len(batch)) if batch.response_ids[i]]
 
 
 def right_align(seqs: list[torch.Tensor], L: int) -> torch.Tensor:

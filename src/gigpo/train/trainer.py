@@ -28,7 +28,7 @@ from gigpo.train.dynamic_sampling import collect_shards
 from gigpo.train.estimate import estimator_args, row_advantages
 from gigpo.train.evaluate import build_collector, run_evaluation
 from gigpo.train.metrics import MetricsLog, plot_curves
-from gigpo.train.passes import PolicyPasses, right_align
+from gigpo.train.passes import PolicyPasses, right_align, trainable_rows
 from gigpo.train.remote import build_engine
 from gigpo.train.rundir import ResumePlan, check_fresh_run_dir, create_run_dir, plan_resume
 from gigpo.train.samples import write_samples
@@ -36,7 +36,6 @@ from gigpo.train.schedule import lr_at
 from gigpo.train.value import VALUE_HEAD_FILE, ValueHead, hidden_size_of, load_value_head, save_value_head
 
 log = logging.getLogger(__name__)
-NO_SIGNAL = {"update/no_signal_steps": 1.0, "update/grad_norm": 0.0}  # the record of an update without signal
 __all__ = ["Trainer", "estimator_args"]
 
 
@@ -209,20 +208,19 @@ class Trainer:
         rec["time/tokens_per_s_rollout"] = rec["rollout/response_tokens"] / max(timings["time/rollout"], 1e-9)
 
         t0 = time.perf_counter()
-        # old/reference log-probs and old values are estimator inputs only with a critic or a KL reward; without
-        # them the advantages come first, so an iteration without signal skips these passes too (the remote
-        # engine's bookkeeping needs them every iteration)
-        early = self.value_head is None and not self.use_ref and self.remote is None
-        prep = {} if early else self.prepare(batch)
+        # old log-probs/values feed the estimator only with a critic or a KL reward (and the remote engine's
+        # bookkeeping always): otherwise update() runs those passes itself, and only if the iteration has signal
+        needed = self.value_head is not None or self.use_ref or self.remote is not None
+        prep = self.prepare(batch) if needed else None
         t_prep = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        adv, targets, adv_stats = row_advantages(self.cfg, batch, prep.get("values"), prep.get("kl"))
+        adv, targets, adv_stats = row_advantages(self.cfg, batch, *((prep or {}).get(k) for k in ("values", "kl")))
         timings["time/advantages"] = time.perf_counter() - t0
         rec.update(adv_stats)
 
         t0 = time.perf_counter()
-        rec.update(NO_SIGNAL if early and self._no_signal(adv) else self.update(batch, adv, it, prep or None, targets))
+        rec.update(self.update(batch, adv, it, prep, targets))
         timings["time/update"] = time.perf_counter() - t0 + t_prep
         rec["time/tokens_per_s_update"] = (
             rec["rollout/response_tokens"] * cfg.optim.ppo_epochs / max(timings["time/update"], 1e-9)
@@ -247,14 +245,17 @@ class Trainer:
     def update(self, batch: RolloutBatch, adv: np.ndarray, it: int, prep: dict | None = None,
                targets: np.ndarray | None = None) -> dict:
         o = self.cfg.optim
-        prep = prep if prep is not None else self.prepare(batch)
-        rows_all = prep["rows"]
+        rows_all = trainable_rows(batch)
         if not (self.dist.all_sum([len(rows_all)])[0] if self.dist.active else rows_all):  # none on any rank
             warnings.warn("no trainable rows this iteration (all trajectories failed, or dynamic sampling kept no "
                           "group); update skipped", stacklevel=2)
             return {"update/skipped": 1.0}
-        if self._no_signal(adv):
-            return dict(NO_SIGNAL)
+        if (not o.entropy_coef and not o.kl_coef and self.value_head is None
+                and not self.dist.all_max(float(np.any(np.asarray(adv) != 0)))):
+            # every advantage 0 and no other loss term: the gradient would be exactly 0 (see _minibatch_step), so
+            # the passes (the no-grad ones too, when not yet run) are skipped — often half of a sparse-reward run
+            return {"update/no_signal_steps": 1.0, "update/grad_norm": 0.0}
+        prep = prep if prep is not None else self.prepare(batch)
         adv_t = torch.as_tensor(adv, dtype=torch.float32)
         critic = None
         if self.value_head is not None:
@@ -282,13 +283,6 @@ class Trainer:
         rec["update/skipped_steps"] = float(skipped)
         rec["update/sampler_logprob_gap"] = prep.get("sampler_gap", 0.0)
         return rec
-
-    def _no_signal(self, adv: np.ndarray) -> bool:
-        """Every advantage 0 on every rank and no other loss term: the gradient would be exactly 0 (see
-        _minibatch_step), so the update passes are skipped — in sparse-reward runs often half the iterations."""
-        o = self.cfg.optim
-        return (not o.entropy_coef and not o.kl_coef and self.value_head is None
-                and not self.dist.all_max(float(np.any(np.asarray(adv) != 0))))
 
     def _minibatch_step(self, batch, mb, old, ref, adv_t, critic=None) -> dict | None:
         o, a = self.cfg.optim, self.cfg.algorithm
