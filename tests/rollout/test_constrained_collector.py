@@ -137,3 +137,19 @@ def test_constrained_with_an_env_without_admissible_actions_is_a_config_error():
     with pytest.raises(ConfigError, match=r"env 'search' lists no admissible actions"):
         preflight(cfg)
     preflight(load_config(None, ["env.name=gridgoal", "rollout.decoding=constrained"]))  # this one lists them
+
+
+def test_webshop_search_box_is_a_written_query_not_the_hint(tiny):
+    """WebShop's admissible list offers ``search[<your query>]``; constrained decoding writes the query (a free-text
+    slot) instead of copying the hint, the env accepts it, and the learner's masks reproduce the sampler's."""
+    engine = HFEngine(tiny.model, tiny.tokenizer, tiny.device)
+    pb = PromptBuilder(tiny.tokenizer, 600, "plain", include_instructions=False)
+    col = Collector(lambda: make("webshop", max_steps=4), engine, pb, max_response_tokens=12,
+                    decoding="constrained", env_name="webshop")
+    torch.manual_seed(0)
+    batch = col.collect([0, 1], group_size=2)
+    first = [t.transcript[0][2] for t in batch.trajectories]  # the first page is the search box
+    assert all(a.startswith("search[") and a.endswith("]") and a != "search[<your query>]" for a in first), first
+    assert all(a[len("search["):-1].strip() for a in first)
+    assert batch.summary()["valid_action_rate"] == 1.0
+    assert _recomputed_gap(tiny, batch) < 1e-5

@@ -16,6 +16,14 @@ offered only if some action completes within them (each node knows its fewest to
 budget never starts a longer spelling it would cut into an invalid response (e.g. " up" = [" ", "up"] with one
 token left). The sets recorded for the learner are these filtered ones.
 
+Free-text slots (``slots=True``, what rollout uses; the server's ``guided_choice`` keeps every choice literal): an
+admissible action of the form ``name[<placeholder>]`` — WebShop's ``search[<your query>]`` — is a template, not a
+string to copy. Its prefix ``name[`` is a trie path; then any number of *slot tokens* may follow (the vocabulary's
+tokens whose text is printable ASCII without ``[ ] < >`` or line breaks, specials excluded), and the closing
+``]`` is offered once the slot holds a letter or digit, and forced when the budget has room for it only. The
+action is ``name[`` + the slot's decoded text, stripped + ``]``. The slot's allowed set is one shared list,
+recorded like any other (``None`` stays "free": a slot is a constrained position).
+
 ``think-action``: tokens are free until the decoded response contains ``<action>``; then the trie applies; after a
 complete action the ``</action>`` tag's tokens are forced one by one and generation stops.
 
@@ -32,10 +40,14 @@ sets, so the PPO ratio compares the distribution that was sampled.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 OPEN_TAG, CLOSE_TAG = "<action>", "</action>"
+#: An admissible action that is a free-text template: ``name[<placeholder>]`` (the whole argument a placeholder).
+TEMPLATE = re.compile(r"(\w+\[)<[^<>\[\]]*\w[^<>\[\]]*>(\])")
+_SLOT_BANNED = set("[]<>")
 
 
 class ActionEncodingError(ValueError):
@@ -68,28 +80,78 @@ def encode_action(tokenizer: Any, action: str, env_name: str = "env") -> list[li
     return out
 
 
+def slot_vocabulary(tokenizer: Any) -> list[int]:
+    """Ids a free-text slot may emit: tokens that decode to non-empty printable ASCII with no ``[ ] < >`` and no
+    line break or tab, special tokens excluded (so a slot never closes, nests or ends the response by itself).
+
+    Each token is decoded after a context token and judged by the text it adds: decoded alone, SentencePiece's
+    word-start piece "▁" is "" and "▁cl" is "cl" (the leading space is dropped at the start of a text)."""
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    ids = [i for i in range(len(tokenizer)) if i not in special]
+    ctx = list(tokenizer("x", add_special_tokens=False)["input_ids"])
+    head = tokenizer.decode(ctx, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+    texts = tokenizer.batch_decode([ctx + [i] for i in ids], skip_special_tokens=True,
+                                   clean_up_tokenization_spaces=False)
+    added = [t[len(head):] if t.startswith(head) else "\ufffd" for t in texts]
+    return [i for i, t in zip(ids, added)
+            if t and all(32 <= ord(ch) < 127 for ch in t) and not _SLOT_BANNED.intersection(t)]
+
+
+def _suffix_ids(tokenizer: Any, suffix: str, action: str, env_name: str) -> list[int]:
+    """The tokens of ``suffix`` as written right after a word (SentencePiece encodes a text-initial "]" as the
+    word-start piece "▁" then "]": that "▁" is a slot token, a space, and must not be what closes the slot)."""
+    ctx = list(tokenizer("x", add_special_tokens=False)["input_ids"])
+    ids = list(tokenizer("x" + suffix, add_special_tokens=False)["input_ids"])
+    if ids[:len(ctx)] == ctx and len(ids) > len(ctx):
+        return ids[len(ctx):]
+    single = tokenizer.convert_tokens_to_ids(suffix)
+    if isinstance(single, int) and single != getattr(tokenizer, "unk_token_id", None):
+        return [single]
+    raise ActionEncodingError(f"env {env_name!r}: the closing {suffix!r} of template {action!r} has no token of "
+                              "its own after a word in this tokenizer, so its free-text slot cannot be closed")
+
+
+@dataclass
+class _Slot:
+    """A template's free-text part, hanging off the node where its prefix ends."""
+
+    prefix: str  #: env spelling up to and including ``[``
+    suffix: str  #: ``]``
+    suffix_ids: list[int]
+    template: str  #: the admissible action as the env wrote it
+
+
 @dataclass
 class _Node:
     children: dict[int, _Node] = field(default_factory=dict)
     action: str | None = None  #: the action completed at this node (None: inner node only)
     to_action: int = 0  #: fewest further tokens from here to a node that completes an action
+    slot: _Slot | None = None  #: a free-text slot starts after this node
 
 
 class ActionTrie:
-    """Token trie of the admissible actions (first spelling wins when two actions tokenise identically)."""
+    """Token trie of the admissible actions (first spelling wins when two actions tokenise identically);
+    with ``slot_ids``, ``name[<placeholder>]`` actions become free-text slots (module docstring)."""
 
-    def __init__(self, tokenizer: Any, actions: list[str], env_name: str = "env"):
+    def __init__(self, tokenizer: Any, actions: list[str], env_name: str = "env",
+                 slot_ids: list[int] | None = None, open_cache: dict[int, list[int]] | None = None):
         if not actions:
             raise ActionEncodingError(f"env {env_name!r} gave no admissible actions; rollout.decoding=constrained "
                                       "needs them at every step")
         self.actions = list(actions)
+        self.slot_ids = slot_ids
+        self._open: dict[int, list[int]] = {} if open_cache is None else open_cache  # shared across a cache's tries
         self.root = _Node()
         for a in actions:
-            for seq in encode_action(tokenizer, a, env_name):
+            m = TEMPLATE.fullmatch(a) if slot_ids is not None else None
+            text = m.group(1) if m else a
+            for seq in encode_action(tokenizer, text, env_name):
                 node = self.root
                 for tok in seq:
                     node = node.children.setdefault(tok, _Node())
-                if node.action is None:
+                if m and node.slot is None:
+                    node.slot = _Slot(m.group(1), m.group(2), _suffix_ids(tokenizer, m.group(2), a, env_name), a)
+                elif not m and node.action is None:
                     node.action = a
         self._set_to_action(self.root)
 
@@ -101,15 +163,26 @@ class ActionTrie:
             order.append(node)
             stack.extend(node.children.values())
         for node in reversed(order):
-            node.to_action = 0 if node.action is not None else 1 + min(c.to_action for c in node.children.values())
+            # a slot finishes in one slot token plus its suffix
+            ways = [1 + c.to_action for c in node.children.values()]
+            ways += [1 + len(node.slot.suffix_ids)] if node.slot is not None else []
+            node.to_action = 0 if node.action is not None else min(ways)
+
+    def open_slot_ids(self, close: int) -> list[int]:
+        """The slot's ids plus its closing token: one list per trie, shared by every row that records it."""
+        if close not in self._open:
+            assert self.slot_ids is not None
+            self._open[close] = self.slot_ids + ([close] if close not in self.slot_ids else [])
+        return self._open[close]
 
     def max_depth(self) -> int:
         """Tokens of the longest path from the root to a leaf: a budget that always completes an action (a
-        shorter action on the way ends at its EOS within it, or counts as chosen when cut there)."""
+        shorter action on the way ends at its EOS within it, or counts as chosen when cut there; a slot counts
+        its shortest text, one token, plus its suffix)."""
         deepest, stack = 0, [(self.root, 0)]
         while stack:
             node, d = stack.pop()
-            deepest = max(deepest, d)
+            deepest = max(deepest, d + (node.to_action if node.slot is not None else 0))
             stack.extend((c, d + 1) for c in node.children.values())
         return deepest
 
@@ -117,14 +190,18 @@ class ActionTrie:
 class DecodeState:
     """Where one response is in the constraint's automaton; a pure function of the tokens fed to it."""
 
-    __slots__ = ("phase", "node", "close_pos", "tokens", "action")
+    __slots__ = ("phase", "node", "close_pos", "tokens", "action", "slot", "slot_tokens", "slot_word", "suffix_pos")
 
     def __init__(self, phase: str, node: _Node):
-        self.phase = phase  # "free" | "action" | "close" | "done"
+        self.phase = phase  # "free" | "action" | "slot" | "suffix" | "close" | "done"
         self.node = node
         self.close_pos = 0
         self.tokens: list[int] = []
         self.action: str | None = None
+        self.slot: _Slot | None = None  #: the free-text slot being written (phases "slot", "suffix")
+        self.slot_tokens: list[int] = []
+        self.slot_word = False  #: the slot holds a letter or digit (only then may it close)
+        self.suffix_pos = 0
 
     @property
     def done(self) -> bool:
@@ -137,12 +214,13 @@ class ActionConstraint:
     token budget. ``state.action`` is the chosen action (env spelling) once one is complete."""
 
     def __init__(self, tokenizer: Any, actions: list[str], *, eos_ids: list[int], fmt: str = "plain",
-                 env_name: str = "env", trie: ActionTrie | None = None):
+                 env_name: str = "env", trie: ActionTrie | None = None, slots: bool = False):
         if fmt not in ("plain", "think-action"):
             raise ValueError(f"unknown response format {fmt!r}")
         self.tokenizer, self.fmt = tokenizer, fmt
         self.eos_ids = list(eos_ids)
-        self.trie = trie or ActionTrie(tokenizer, actions, env_name)
+        self.trie = trie or ActionTrie(tokenizer, actions, env_name,
+                                       slot_ids=slot_vocabulary(tokenizer) if slots else None)
         self.close_ids = list(tokenizer(CLOSE_TAG, add_special_tokens=False)["input_ids"]) if fmt != "plain" else []
 
     def start(self) -> DecodeState:
@@ -159,6 +237,10 @@ class ActionConstraint:
             return None
         if s.phase == "close":
             return [self.close_ids[s.close_pos]]
+        if s.phase == "suffix":
+            return [s.slot.suffix_ids[s.suffix_pos]]
+        if s.phase == "slot":
+            return self._slot_allowed(s, remaining)
         ends = (self.eos_ids if self.fmt == "plain" else self.close_ids[:1]) if s.node.action is not None else []
         kids = list(s.node.children)
         if remaining is not None:
@@ -166,8 +248,38 @@ class ActionConstraint:
             kids = fits if fits or ends else kids
         return kids + [t for t in ends if t not in s.node.children]
 
+    def _slot_allowed(self, s: DecodeState, remaining: int | None) -> list[int]:
+        """Slot tokens, plus the closing token once the slot holds a word; only that token when the budget has
+        room for the suffix alone (a slot without a word is cut instead: an empty query is not an action)."""
+        slot_ids, close = self.trie.slot_ids, s.slot.suffix_ids[0]
+        if not s.slot_word:
+            return slot_ids
+        if remaining is not None and remaining <= len(s.slot.suffix_ids):
+            return [close]
+        return self.trie.open_slot_ids(close)
+
+    def _complete_slot(self, s: DecodeState) -> None:
+        text = self.tokenizer.decode(s.slot_tokens, skip_special_tokens=True).strip()
+        s.action = s.slot.prefix + text + s.slot.suffix
+        s.phase = "done" if self.fmt == "plain" else "close"
+
     def advance(self, s: DecodeState, token: int) -> None:
         s.tokens.append(token)
+        if s.phase == "slot":
+            if s.slot_word and token == s.slot.suffix_ids[0]:
+                if len(s.slot.suffix_ids) == 1:
+                    self._complete_slot(s)
+                else:
+                    s.phase, s.suffix_pos = "suffix", 1
+                return
+            s.slot_tokens.append(token)
+            s.slot_word = s.slot_word or any(ch.isalnum() for ch in self.tokenizer.decode([token]))
+            return
+        if s.phase == "suffix":
+            s.suffix_pos += 1
+            if s.suffix_pos >= len(s.slot.suffix_ids):
+                self._complete_slot(s)
+            return
         if s.phase == "free":
             if token in self.eos_ids:
                 s.phase = "done"
@@ -191,6 +303,9 @@ class ActionConstraint:
                 s.phase, s.close_pos = "close", 1
             return
         s.node = child
+        if child.slot is not None:  # the template's prefix is written: its free text follows
+            s.phase, s.slot = "slot", child.slot
+            return
         if not child.children and child.action is not None and self.fmt == "plain":
             s.action, s.phase = child.action, "done"  # only EOS could follow: stop here
 
@@ -202,11 +317,16 @@ class ActionConstraint:
 
 
 class ConstraintCache:
-    """Builds :class:`ActionConstraint` objects, reusing tries for admissible lists seen before (bounded)."""
+    """Builds :class:`ActionConstraint` objects, reusing tries for admissible lists seen before (bounded);
+    ``slots``: ``name[<placeholder>]`` actions are free-text slots (the slot vocabulary is computed once)."""
 
-    def __init__(self, tokenizer: Any, eos_ids: list[int], fmt: str, env_name: str = "env", size: int = 4096):
+    def __init__(self, tokenizer: Any, eos_ids: list[int], fmt: str, env_name: str = "env", size: int = 4096,
+                 slots: bool = False):
         self.tokenizer, self.eos_ids, self.fmt, self.env_name, self.size = tokenizer, eos_ids, fmt, env_name, size
         self._tries: dict[tuple[str, ...], ActionTrie] = {}
+        self._slot_ids: list[int] | None = None
+        self._open_slot_ids: dict[int, list[int]] = {}
+        self.slots = slots
 
     def get(self, actions: list[str] | None) -> ActionConstraint:
         if not actions:
@@ -217,6 +337,10 @@ class ConstraintCache:
         if trie is None:
             if len(self._tries) >= self.size:
                 self._tries.clear()
-            trie = self._tries[key] = ActionTrie(self.tokenizer, list(actions), self.env_name)
+            if self.slots and self._slot_ids is None and any(TEMPLATE.fullmatch(a) for a in actions):
+                self._slot_ids = slot_vocabulary(self.tokenizer)
+            trie = self._tries[key] = ActionTrie(self.tokenizer, list(actions), self.env_name,
+                                                 slot_ids=self._slot_ids if self.slots else None,
+                                                 open_cache=self._open_slot_ids)
         return ActionConstraint(self.tokenizer, list(actions), eos_ids=self.eos_ids, fmt=self.fmt,
                                 env_name=self.env_name, trie=trie)

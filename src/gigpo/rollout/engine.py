@@ -226,8 +226,12 @@ def apply_allowed(logits: torch.Tensor, allowed: list[list[int] | None]) -> torc
     if not rows:
         return logits
     keep = torch.zeros((len(rows), logits.shape[-1]), dtype=torch.bool, device=logits.device)
+    as_tensor: dict[int, torch.Tensor] = {}  # rows share list objects (a free-text slot's ~vocabulary-size set)
     for j, r in enumerate(rows):
-        keep[j, allowed[r]] = True
+        a = allowed[r]
+        if id(a) not in as_tensor:
+            as_tensor[id(a)] = torch.tensor(a, dtype=torch.long, device=logits.device)
+        keep[j, as_tensor[id(a)]] = True
     out = logits.clone()
     idx = torch.tensor(rows, device=logits.device)
     out[idx] = logits[idx].masked_fill(~keep, float("-inf"))

@@ -95,9 +95,16 @@ def policy_forward(
 def unique_rows(prompt_ids: list[list[int]], response_ids: list[list[int]],
                 allowed: list[list[list[int] | None] | None] | None) -> tuple[list[int], list[int]]:
     """``(rows, inverse)`` of the distinct (prompt, response, allowed) rows (see ``first_occurrences``)."""
+    frozen_sets: dict[int, tuple[int, ...]] = {}  # rows share set objects (a free-text slot's large one)
+
+    def freeze(t: list[int]) -> tuple[int, ...]:
+        if id(t) not in frozen_sets:
+            frozen_sets[id(t)] = tuple(t)
+        return frozen_sets[id(t)]
+
     def key(i: int) -> tuple:
         a = allowed[i] if allowed is not None else None
-        frozen = None if a is None else tuple(None if t is None else tuple(t) for t in a)
+        frozen = None if a is None else tuple(None if t is None else freeze(t) for t in a)
         return tuple(prompt_ids[i]), tuple(response_ids[i]), frozen
 
     return first_occurrences(key(i) for i in range(len(prompt_ids)))
@@ -116,7 +123,10 @@ def mask_disallowed(logits: torch.Tensor, response_ids: list[list[int]],
     if not cells:
         return logits
     keep = torch.ones(logits.shape, dtype=torch.bool, device=logits.device)
+    as_tensor: dict[int, torch.Tensor] = {}  # cells share set objects (a free-text slot's large one)
     for r, c, a in cells:
+        if id(a) not in as_tensor:
+            as_tensor[id(a)] = torch.tensor(a, dtype=torch.long, device=logits.device)
         keep[r, c] = False
-        keep[r, c, a] = True
+        keep[r, c, as_tensor[id(a)]] = True
     return logits.masked_fill(~keep, float("-inf"))
