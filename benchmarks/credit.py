@@ -86,6 +86,32 @@ def final_eval(cell) -> dict[int, list[float]]:
     return {s: e[-1:] for s, e in series(cell, "eval/success_rate").items() if e}
 
 
+OUTCOME_HEADER = ("| arm | solved (best 5-it. sampled success > 0.9) | collapsed after the solve (last 10 < 0.5) | "
+                  "last-10 sampled ≥ 0.75 | greedy held-out 1.00 |\n|---|---|---|---|---|")
+
+
+def outcomes(label: str, cell, iterations: int) -> str:
+    """One row of the per-arm outcome table: per seed, whether the run solved the lock (a 5-iteration window of
+    sampled success above 0.9; the window's last iteration is reported), lost it again (last-10 mean below 0.5),
+    ended high (last-10 ≥ 0.75), and whether its final held-out evaluation was perfect."""
+    runs, final = curves(cell, iterations), final_eval(cell)
+    solved, collapsed, high = {}, [], []
+    for seed, c in sorted(runs.items()):
+        window = [sum(c[i - 4:i + 1]) / 5 for i in range(4, len(c))]
+        first = next((i + 5 for i, w in enumerate(window) if w > 0.9), None)
+        last10 = sum(c[-10:]) / len(c[-10:])
+        if first is not None:
+            solved[seed] = first
+            if last10 < 0.5:
+                collapsed.append(seed)
+        high += [seed] if last10 >= 0.75 else []
+    perfect = [s for s, e in sorted(final.items()) if e and e[-1] >= 1.0]
+    n = len(runs)
+    at = f" (iterations {min(solved.values())}–{max(solved.values())})" if solved else ""
+    return (f"| {label} | {len(solved)}/{n}{at} | {len(collapsed)} {tuple(collapsed) if collapsed else ''} | "
+            f"{len(high)}/{n} | {len(perfect)}/{len(final)} {tuple(perfect) if perfect else ''} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="runs/credit")
@@ -140,6 +166,11 @@ def main(argv: list[str] | None = None) -> int:
             for label, c in by_label.items():
                 lines.append(row_md(f"{s}: grpo → gigpo {label.split(', ')[-1]}",
                                     paired(curves(base["grpo"], its), curves(c, its))))
+    for s in chosen:
+        its = cells_of[s][0].iterations
+        rows = [outcomes(f"{s}: {c.label}", c, its) for c in cells_of[s] if curves(c, its)]
+        if rows and s not in OMEGA_BASE:
+            lines += ["", OUTCOME_HEADER] + rows
     if skipped:
         lines.append(f"\nnot run (env not registered here or unknown study): {', '.join(skipped)}")
     text = "\n".join(lines)
