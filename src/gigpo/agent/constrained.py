@@ -118,7 +118,6 @@ class _Slot:
     prefix: str  #: env spelling up to and including ``[``
     suffix: str  #: ``]``
     suffix_ids: list[int]
-    template: str  #: the admissible action as the env wrote it
 
 
 @dataclass
@@ -150,7 +149,7 @@ class ActionTrie:
                 for tok in seq:
                     node = node.children.setdefault(tok, _Node())
                 if m and node.slot is None:
-                    node.slot = _Slot(m.group(1), m.group(2), _suffix_ids(tokenizer, m.group(2), a, env_name), a)
+                    node.slot = _Slot(m.group(1), m.group(2), _suffix_ids(tokenizer, m.group(2), a, env_name))
                 elif not m and node.action is None:
                     node.action = a
         self._set_to_action(self.root)
@@ -340,7 +339,6 @@ class ConstraintCache:
             if self.slots and self._slot_ids is None and any(TEMPLATE.fullmatch(a) for a in actions):
                 self._slot_ids = slot_vocabulary(self.tokenizer)
             trie = self._tries[key] = ActionTrie(self.tokenizer, list(actions), self.env_name,
-                                                 slot_ids=self._slot_ids if self.slots else None,
-                                                 open_cache=self._open_slot_ids)
+                                                 slot_ids=self._slot_ids, open_cache=self._open_slot_ids)
         return ActionConstraint(self.tokenizer, list(actions), eos_ids=self.eos_ids, fmt=self.fmt,
                                 env_name=self.env_name, trie=trie)

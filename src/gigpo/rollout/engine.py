@@ -220,18 +220,28 @@ def _shared_prefill(model, prompts, ids, attn, pos):
     return out
 
 
+class IndexTensors:
+    """Allowed-id lists as index tensors, each list object converted once: rows share list objects (a free-text
+    slot's set is nearly the whole vocabulary, and every row writing a query records that same list)."""
+
+    def __init__(self, device: Any):
+        self.device, self._by_id = device, {}
+
+    def __call__(self, ids: list[int]) -> torch.Tensor:
+        if id(ids) not in self._by_id:  # the caller holds the lists for the object's whole life: ids stay unique
+            self._by_id[id(ids)] = torch.tensor(ids, dtype=torch.long, device=self.device)
+        return self._by_id[id(ids)]
+
+
 def apply_allowed(logits: torch.Tensor, allowed: list[list[int] | None]) -> torch.Tensor:
     """``logits`` (B, V) with −inf outside each row's allowed ids; rows whose entry is None are left free."""
     rows = [r for r, a in enumerate(allowed) if a is not None]
     if not rows:
         return logits
     keep = torch.zeros((len(rows), logits.shape[-1]), dtype=torch.bool, device=logits.device)
-    as_tensor: dict[int, torch.Tensor] = {}  # rows share list objects (a free-text slot's ~vocabulary-size set)
+    as_tensor = IndexTensors(logits.device)
     for j, r in enumerate(rows):
-        a = allowed[r]
-        if id(a) not in as_tensor:
-            as_tensor[id(a)] = torch.tensor(a, dtype=torch.long, device=logits.device)
-        keep[j, as_tensor[id(a)]] = True
+        keep[j, as_tensor(allowed[r])] = True
     out = logits.clone()
     idx = torch.tensor(rows, device=logits.device)
     out[idx] = logits[idx].masked_fill(~keep, float("-inf"))

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from gigpo.algo.losses import entropy_from_logits
-from gigpo.rollout.engine import first_occurrences
+from gigpo.rollout.engine import IndexTensors, first_occurrences
 
 #: Forward identical rows once (see :func:`policy_forward`). Same results either way; a switch for A/B benchmarks
 #: (benchmarks/cpu_throughput.py), not a setting.
@@ -95,12 +95,15 @@ def policy_forward(
 def unique_rows(prompt_ids: list[list[int]], response_ids: list[list[int]],
                 allowed: list[list[list[int] | None] | None] | None) -> tuple[list[int], list[int]]:
     """``(rows, inverse)`` of the distinct (prompt, response, allowed) rows (see ``first_occurrences``)."""
-    frozen_sets: dict[int, tuple[int, ...]] = {}  # rows share set objects (a free-text slot's large one)
+    # Each distinct allowed set becomes a small int (equal contents, equal int), converted once per list object:
+    # rows share a free-text slot's ~vocabulary-size set, which must not be re-hashed per row and position.
+    by_content: dict[tuple[int, ...], int] = {}
+    by_object: dict[int, int] = {}
 
-    def freeze(t: list[int]) -> tuple[int, ...]:
-        if id(t) not in frozen_sets:
-            frozen_sets[id(t)] = tuple(t)
-        return frozen_sets[id(t)]
+    def freeze(t: list[int]) -> int:
+        if id(t) not in by_object:
+            by_object[id(t)] = by_content.setdefault(tuple(t), len(by_content))
+        return by_object[id(t)]
 
     def key(i: int) -> tuple:
         a = allowed[i] if allowed is not None else None
@@ -123,10 +126,8 @@ def mask_disallowed(logits: torch.Tensor, response_ids: list[list[int]],
     if not cells:
         return logits
     keep = torch.ones(logits.shape, dtype=torch.bool, device=logits.device)
-    as_tensor: dict[int, torch.Tensor] = {}  # cells share set objects (a free-text slot's large one)
+    as_tensor = IndexTensors(logits.device)
     for r, c, a in cells:
-        if id(a) not in as_tensor:
-            as_tensor[id(a)] = torch.tensor(a, dtype=torch.long, device=logits.device)
         keep[r, c] = False
-        keep[r, c, as_tensor[id(a)]] = True
+        keep[r, c, as_tensor(a)] = True
     return logits.masked_fill(~keep, float("-inf"))
