@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         its = cells_of[s][0].iterations
         arm = {c.grid.get("algorithm"): c for c in cells_of[s] if len(c.grid) == 1}
         for a, b in PAIRS if s not in OMEGA_BASE else []:
-            if a in arm and b in arm:
+            if a in arm and b in arm and curves(arm[a], its) and curves(arm[b], its):  # arms without runs: no row
                 lines.append(row_md(f"{s}: {a} → {b}", paired(curves(arm[a], its), curves(arm[b], its))))
                 ea, eb = final_eval(arm[a]), final_eval(arm[b])
                 if ea and eb:  # AUC and final of a one-point curve are both the final evaluation

@@ -60,6 +60,9 @@ def test_resume_matches_uninterrupted_run(tmp_path):
     b = _learning_metrics(tmp_path / "part" / "metrics.jsonl")
     assert [r["iteration"] for r in b] == [0, 1, 2, 3, 4]
     assert a == b
+    starts = json.loads((tmp_path / "part" / "environment.json").read_text())  # one record per start
+    assert [r["start_iteration"] for r in starts] == [0, 2]
+    assert starts[0]["cpu_capability"] == torch.backends.cpu.get_cpu_capability() == starts[1]["cpu_capability"]
     wa = torch.load(list_checkpoints(tmp_path / "full")[-1] / "optimizer.pt", weights_only=True)
     wb = torch.load(list_checkpoints(tmp_path / "part")[-1] / "optimizer.pt", weights_only=True)
     for sa, sb in zip(wa["state"].values(), wb["state"].values()):

@@ -26,11 +26,13 @@ from gigpo.train.checkpoint import (
     remove_stale_tmp,
 )
 from gigpo.train.config import Config, ConfigError, apply_overrides, config_from_dict, validate
+from gigpo.train.provenance import ENVIRONMENT_FILE
 
 log = logging.getLogger(__name__)
 
 #: what a run writes into its directory; train.overwrite=true deletes these (and only these)
-RUN_ENTRIES = ("checkpoints", "metrics.jsonl", "config.yaml", "curves.png", "samples", "tensorboard")
+RUN_ENTRIES = ("checkpoints", "metrics.jsonl", "config.yaml", ENVIRONMENT_FILE, "curves.png", "samples",
+               "tensorboard")
 
 #: keys a resume may change without --allow-config-change: how long, how often to evaluate/save/log, where and
 #: how fast it runs; none changes what one iteration computes from the checkpoint (micro_batch_size sets

@@ -29,6 +29,7 @@ from gigpo.train.estimate import estimator_args, row_advantages
 from gigpo.train.evaluate import build_collector, run_evaluation
 from gigpo.train.metrics import MetricsLog, plot_curves
 from gigpo.train.passes import PolicyPasses, right_align, trainable_rows
+from gigpo.train.provenance import record_start
 from gigpo.train.remote import build_engine
 from gigpo.train.rundir import ResumePlan, check_fresh_run_dir, create_run_dir, plan_resume
 from gigpo.train.samples import write_samples
@@ -129,6 +130,7 @@ class Trainer:
         saved["train"]["overwrite"] = False
         if self.dist.is_main:
             (self.run_dir / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
+            record_start(self.run_dir, self.start_iteration, str(self.device))  # what decides the numerics
 
     @classmethod
     def resume(cls, run_dir: str | Path, overrides: dict | None = None, *, allow_config_change: bool = False

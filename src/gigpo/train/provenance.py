@@ -1,0 +1,108 @@
+"""What a run ran on, kept beside its config: ``environment.json`` in the run directory.
+
+Why: a seed fixes every random draw, but not the floating-point kernels. PyTorch picks its CPU kernels by the
+machine's instruction set (``torch.backends.cpu.get_cpu_capability()``: ``AVX2``, ``AVX512``, ...), and
+kernels for different instruction sets round differently. An RL run amplifies a last-bit difference into a
+different trajectory: measured on `lock` (docs/results/credit.md, "Reproducing a run"), the same code and seed
+gave the same 60-iteration run on 5 of 8 seeds and a different one on 3 (one solved-then-collapsed run became a
+solved run) between an AVX2 and an AVX-512 machine; ``ATEN_CPU_CAPABILITY=avx2`` on the AVX-512 machine
+reproduced the AVX2 runs exactly. So a run records what decides its numerics, and a resume on a machine that
+differs in any of it says so: the continuation is valid, but it is not bit-identical to an uninterrupted run.
+
+The file is a JSON list with one record per start of the run (the fresh start, then each resume), each with the
+iteration it started from.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+ENVIRONMENT_FILE = "environment.json"
+#: the record's keys that decide a run's numbers (a difference in any of them is reported on resume); the
+#: others (hostname-free machine description, Python) are there for the reader
+NUMERIC_KEYS = ("torch", "cpu_capability", "aten_cpu_capability", "device", "cuda_device", "numpy",
+                "transformers", "peft", "torch_threads")
+_PACKAGES = ("numpy", "transformers", "tokenizers", "peft")
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def run_environment(device: str = "cpu") -> dict[str, Any]:
+    """The record of this process: versions, the instruction set PyTorch's CPU kernels use, the device."""
+    import torch
+
+    import gigpo
+
+    record: dict[str, Any] = {
+        "gigpo": gigpo.__version__,
+        "python": sys.version.split()[0],
+        "platform": f"{platform.system()} {platform.machine()}",
+        "cpu": _cpu_model(),
+        "torch": torch.__version__,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY"),
+        "torch_threads": torch.get_num_threads(),
+        "device": str(device),
+        "cuda_device": torch.cuda.get_device_name(0) if str(device).startswith("cuda") else None,
+    }
+    record.update({p: _version(p) for p in _PACKAGES})
+    return record
+
+
+def read_environment(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The run's records, oldest first; [] when the run has none (made before this file existed) or it is not a
+    list of records (a damaged informational file must not stop a resume)."""
+    path = Path(run_dir) / ENVIRONMENT_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    return [r for r in data if isinstance(r, dict)] if isinstance(data, list) else []
+
+
+def numeric_differences(old: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """``{key: (old, new)}`` for the :data:`NUMERIC_KEYS` whose values differ."""
+    return {k: (old.get(k), new.get(k)) for k in NUMERIC_KEYS if old.get(k) != new.get(k)}
+
+
+def record_start(run_dir: str | Path, iteration: int, device: str = "cpu") -> dict[str, tuple[Any, Any]]:
+    """Append this start's record (``iteration`` = where it starts) and return how its numerics differ from the
+    previous start's (empty for a fresh run or the same machine); a difference is logged as a warning."""
+    path = Path(run_dir) / ENVIRONMENT_FILE
+    history = read_environment(run_dir) if iteration > 0 else []
+    record = {"start_iteration": int(iteration), **run_environment(device)}
+    changed = numeric_differences(history[-1], record) if history else {}
+    if changed:
+        log.warning(
+            "resuming on a different numeric environment than the run's last start (%s): the continuation is "
+            "valid but not bit-identical to an uninterrupted run",
+            ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changed.items()),
+        )
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(history + [record], indent=1) + "\n")
+    os.replace(tmp, path)  # a crash mid-write leaves the previous history, never half a file
+    return changed
