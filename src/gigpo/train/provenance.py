@@ -41,7 +41,8 @@ def _version(package: str) -> str | None:
         return None
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's marketing name (Linux: /proc/cpuinfo), else what the platform module knows."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -61,7 +62,7 @@ def run_environment(device: str = "cpu") -> dict[str, Any]:
         "gigpo": gigpo.__version__,
         "python": sys.version.split()[0],
         "platform": f"{platform.system()} {platform.machine()}",
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "torch": torch.__version__,
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY"),
