@@ -26,7 +26,7 @@ from gigpo.train.checkpoint import (
     remove_stale_tmp,
 )
 from gigpo.train.config import Config, ConfigError, apply_overrides, config_from_dict, validate
-from gigpo.train.provenance import ENVIRONMENT_FILE
+from gigpo.train.provenance import ENVIRONMENT_FILE, record_start
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +117,16 @@ def create_run_dir(cfg: Config, run_dir: str | Path | None = None) -> Path:
             return path
         except FileExistsError:
             n += 1
+
+
+def write_run_records(run_dir: Path, cfg: Config, start_iteration: int, device: str) -> None:
+    """At each start of a run (fresh or resumed): its resolved config.yaml, and the environment record of
+    :mod:`gigpo.train.provenance` (what decides its numerics)."""
+    saved = cfg.to_dict()
+    # overwrite cleared the directory once; a copy of this file used as --config must not clear it again
+    saved["train"]["overwrite"] = False
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
+    record_start(run_dir, start_iteration, device)
 
 
 # -------------------------------------------------------------------------------------------------------- resume

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import yaml
 
 from gigpo.algo import kl_penalty
 from gigpo.algo.losses import aggregate, value_loss
@@ -29,9 +28,8 @@ from gigpo.train.estimate import estimator_args, row_advantages
 from gigpo.train.evaluate import build_collector, run_evaluation
 from gigpo.train.metrics import MetricsLog, plot_curves
 from gigpo.train.passes import PolicyPasses, right_align, trainable_rows
-from gigpo.train.provenance import record_start
 from gigpo.train.remote import build_engine
-from gigpo.train.rundir import ResumePlan, check_fresh_run_dir, create_run_dir, plan_resume
+from gigpo.train.rundir import ResumePlan, check_fresh_run_dir, create_run_dir, plan_resume, write_run_records
 from gigpo.train.samples import write_samples
 from gigpo.train.schedule import lr_at
 from gigpo.train.value import VALUE_HEAD_FILE, ValueHead, hidden_size_of, load_value_head, save_value_head
@@ -125,12 +123,8 @@ class Trainer:
             self.remote.start(self.start_iteration)
         self.passes = PolicyPasses(cfg, self.model, self.ref_model, self.value_head, self.pad_id, self.device,
                                    self.use_ref)
-        saved = cfg.to_dict()
-        # overwrite cleared the directory once; a copy of this file used as --config must not clear it again
-        saved["train"]["overwrite"] = False
         if self.dist.is_main:
-            (self.run_dir / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
-            record_start(self.run_dir, self.start_iteration, str(self.device))  # what decides the numerics
+            write_run_records(self.run_dir, cfg, self.start_iteration, str(self.device))
 
     @classmethod
     def resume(cls, run_dir: str | Path, overrides: dict | None = None, *, allow_config_change: bool = False
