@@ -44,6 +44,7 @@ def run_one(config: str, overrides: list[str]) -> dict:
     """In this process: build the Trainer, time train() (wall, CPU of this process and its reaped children)."""
     sys.path.insert(0, str(HERE))
     import slow_env  # noqa: F401  (registers gridgoal-slow)
+
     from gigpo.train.config import load_config
     from gigpo.train.trainer import Trainer
 

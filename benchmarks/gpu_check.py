@@ -85,13 +85,19 @@ def main() -> int:
             print(f"iteration {it}: rollout {rec['time/rollout']:.1f}s ({rec['tokens'] / rec['time/rollout']:.0f} "
                   f"tok/s), update {rec['time/update']:.1f}s ({rec['tokens'] / rec['time/update']:.0f} tok/s), "
                   f"{rec['rollout/steps']:.0f} steps, valid {rec['rollout/valid_action_rate']:.2f}, "
-                  f"success {rec['rollout/success_rate']:.2f}, sampler gap {rec['update/sampler_logprob_gap']:.2e}, "
+                  f"success {rec['rollout/success_rate']:.2f}, sampler gap {rec.get('update/sampler_logprob_gap', float('nan')):.2e}, "
                   f"approx_kl {rec.get('loss/approx_kl', float('nan')):.2e}", flush=True)
         tr.collector.close()
         tr.eval_collector.close()
     peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else float("nan")
-    gap = max(r["update/sampler_logprob_gap"] for r in recs)
-    first = recs[0]
+    # an iteration without signal (every advantage 0) skips its update and measures no gap: judge the others
+    updated = [r for r in recs if "update/sampler_logprob_gap" in r]
+    if not updated:
+        print(f"FAILED: no iteration of {iterations} updated (no reward signal), so no log-prob gap was measured; "
+              "rerun with more iterations")
+        sys.exit(1)
+    gap = max(r["update/sampler_logprob_gap"] for r in updated)
+    first = updated[0]
     limit = args.max_gap or (3e-2 if dtype == "bfloat16" else 1e-4)
     ok = gap <= limit and abs(first.get("loss/approx_kl", 0.0)) <= limit and first.get("loss/clip_frac", 0.0) == 0.0
     tok = sum(r["tokens"] for r in recs)

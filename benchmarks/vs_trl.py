@@ -261,7 +261,9 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for model in args.models.split(","):
         mine = [r for r in rows if r["model"] == model]
-        med = lambda k: statistics.median(r[k] for r in mine)  # noqa: E731
+        def med(k, mine=mine):
+            return statistics.median(r[k] for r in mine)
+
         step_ratios = ", ".join(f"{r['gigpo_step_s'] / r['trl_step_s']:.2f}" for r in mine)
         tok_ratios = ", ".join(f"{r['gigpo_tokens_per_s'] / r['trl_tokens_per_s']:.2f}" for r in mine)
         gen_ratios = ", ".join(f"{r['gigpo_gen_tokens_per_s'] / r['trl_gen_tokens_per_s']:.2f}" for r in mine)

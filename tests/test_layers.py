@@ -26,8 +26,6 @@ RANK = {
 #: Cycles another change is removing right now, each with who removes it; a cycle not listed here fails the test.
 #: (Delete an entry once its cycle is gone.)
 KNOWN_CYCLES = {
-    frozenset({"rollout/collector.py", "rollout/multiseat.py"}): "the self-play collector (new, in progress)",
-    frozenset({"rollout/engine_openai.py", "rollout/engine_weights.py"}): "issue 28 (the engine contract)",
 }
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from gigpo.agent.constrained import ConstraintCache
@@ -16,22 +15,11 @@ from gigpo.envs.multiseat import is_multiseat
 from gigpo.rollout.batch import RolloutBatch, Trajectory
 from gigpo.rollout.concat import CONTEXT_POLICIES, MODES, fit_context, turn_suffix_ids
 from gigpo.rollout.engine import Engine
+from gigpo.rollout.slot import Slot
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class _Slot:
-    env: EnvHandle
-    traj: Trajectory
-    observation: str = ""
-    info: dict | None = None
-    history: list[tuple[str, str]] | None = None
-    active: bool = True
-    # concat mode: the first prompt, the token chunks after it (response + env tokens per turn), the live context
-    first: list[int] | None = None
-    chunks: list[list[int]] | None = None
-    context: list[int] | None = None
 
 
 class Collector:
@@ -137,7 +125,7 @@ class Collector:
         envs = self._envs(len(seeds) * group_size)
         self._logged = 0
         batch = RolloutBatch()
-        slots = [_Slot(envs[g * group_size + j], Trajectory(traj_id=g * group_size + j, group_id=g, seed=int(seed)),
+        slots = [Slot(envs[g * group_size + j], Trajectory(traj_id=g * group_size + j, group_id=g, seed=int(seed)),
                        history=[]) for g, seed in enumerate(seeds) for j in range(group_size)]
         batch.trajectories = [s.traj for s in slots]
         for s, res in zip(slots, self._guard.call_many([(s.env, "reset", s.traj.seed) for s in slots])):
@@ -186,7 +174,7 @@ class Collector:
             batch = batch.drop_trajectories(failed)
         return batch
 
-    def _parse(self, s: _Slot, gen: Any) -> ParsedAction:
+    def _parse(self, s: Slot, gen: Any) -> ParsedAction:
         action = getattr(gen, "action", None)
         if action is not None and not self.require_think:  # constrained: the engine completed an admissible one
             return ParsedAction(action)
@@ -202,7 +190,7 @@ class Collector:
             cap = min(cap, self.max_steps) if cap else self.max_steps
         return cap or 50
 
-    def _prompt(self, s: _Slot) -> list[int]:
+    def _prompt(self, s: Slot) -> list[int]:
         if self.mode == "concat":
             if s.context is None:
                 s.first, s.chunks = self._step_prompt(s), []
@@ -210,14 +198,14 @@ class Collector:
             return s.context
         return self._step_prompt(s)
 
-    def _step_prompt(self, s: _Slot) -> list[int]:
+    def _step_prompt(self, s: Slot) -> list[int]:
         info = s.info or {}
         hist = s.history[-self.history_length:] if self.history_length else []
         return self.prompts.build(
             s.env.instructions, s.traj.task, hist, s.observation, info.get("admissible_actions")
         )
 
-    def _advance(self, batch: RolloutBatch, s: _Slot, step: int, prompt: list[int], gen: Any, parsed: Any,
+    def _advance(self, batch: RolloutBatch, s: Slot, step: int, prompt: list[int], gen: Any, parsed: Any,
                  out: tuple[str, float, bool, dict] | None) -> None:
         """Record one step; ``out`` is the env's checked step output, or None when the action was invalid."""
         info = s.info or {}
@@ -259,7 +247,7 @@ class Collector:
             t.data_source = str(new_info.get("data_source", ""))
             t.final_info = {k: v for k, v in new_info.items() if isinstance(v, (int, float, str, bool))}
 
-    def _extend_context(self, s: _Slot, response: list[int], obs: str, info: dict) -> bool:
+    def _extend_context(self, s: Slot, response: list[int], obs: str, info: dict) -> bool:
         """Next concat context = context + response (+ end-of-turn) + env tokens; False when it cannot fit."""
         resp = list(response)
         eos = list(getattr(self.engine, "eos_ids", []) or [])
@@ -285,7 +273,7 @@ class Collector:
     #: every env of a large batch fails the same way)
     LOG_FAILURES = 10
 
-    def _fail(self, s: _Slot, where: str, e: EnvFault) -> None:
+    def _fail(self, s: Slot, where: str, e: EnvFault) -> None:
         """End ``s``'s trajectory as failed, say so (env, seed, step, error), and free its slot for a fresh env."""
         s.active = False
         s.traj.failed = True

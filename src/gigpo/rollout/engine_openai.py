@@ -52,17 +52,9 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from gigpo.apiclient import APIConnectionError, APIError, ChatClient
-from gigpo.rollout.engines import EngineError, Generation
+from gigpo.rollout.engines import Generation, RemoteEngineError, StaleWeightsError
 
 log = logging.getLogger(__name__)
-
-
-class RemoteEngineError(EngineError):
-    """A generation request or weight push that failed for good (unreachable, retries spent, malformed answer)."""
-
-
-class StaleWeightsError(RemoteEngineError):
-    """A server answered with weights more than ``max_staleness`` versions behind the learner's."""
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ float rounding, which the log-prob gap measures). Version N is the number of upd
 
 A push that fails (after the client's retries) is tolerated while the server's lag stays within
 ``rollout.max_staleness`` (one warning, counted in ``weights/push_failures``); beyond it, or for the push before
-the first rollout, :class:`gigpo.rollout.engine_openai.RemoteEngineError`. Only the newest push stays on disk
+the first rollout, :class:`gigpo.rollout.engines.RemoteEngineError`. Only the newest push stays on disk
 (and none of a push that failed before the first rollout).
 """
 
@@ -35,6 +35,7 @@ import torch
 
 from gigpo.apiclient import APIError
 from gigpo.models.merged_weights import merged_state_dict
+from gigpo.rollout.engines import RemoteEngineError
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,6 @@ def _remove(path: Path) -> None:
 def check_receiver(engine: Any, i: int) -> None:
     """Server ``i`` of ``engine`` (probed: ``engine.kinds``) can receive weights as ``engine.sync_mode(i)``;
     RemoteEngineError naming the flag to add otherwise."""
-    from gigpo.rollout.engine_openai import RemoteEngineError
 
     kind, mode, url = engine.kinds[i], engine.sync_mode(i), engine.urls[i]
     if kind == "gigpo":
@@ -218,7 +218,6 @@ class WeightPusher:
         """Write version ``version`` and have every server load it; the engine's versions follow. ``required``
         (the push before the first rollout): any failure raises, since a server that never loaded the learner's
         weights serves a different model whatever version it reports."""
-        from gigpo.rollout.engine_openai import RemoteEngineError
 
         e = self.engine
         t0 = time.perf_counter()

@@ -42,6 +42,16 @@ class EngineError(RuntimeError):
     answer, weights too stale. The message is one line that names what to change."""
 
 
+# The remote engines' errors live here, beside the contract, so engine_openai.py and engine_weights.py (which
+# pushes for it) both raise them without importing each other.
+class RemoteEngineError(EngineError):
+    """A generation request or weight push that failed for good (unreachable, retries spent, malformed answer)."""
+
+
+class StaleWeightsError(RemoteEngineError):
+    """A server answered with weights more than ``max_staleness`` versions behind the learner's."""
+
+
 @runtime_checkable
 class Engine(Protocol):
     """What the collector and the trainer need from a generation backend.

@@ -30,6 +30,7 @@ from gigpo.envs.base import Env
 from gigpo.envs.guard import EnvFault
 from gigpo.envs.multiseat import is_multiseat, seat_outcome
 from gigpo.rollout.batch import COLUMNS, RolloutBatch, Trajectory
+from gigpo.rollout.slot import Slot
 
 
 class SeatBatch(RolloutBatch):
@@ -97,8 +98,6 @@ class OpenAIOpponent:
 
 def collect_seats(col: Any, games: list[Any], group_size: int, temperature: float) -> SeatBatch:
     """Play ``games`` (the collector's reset slots, one per env instance) to the end; see the module docstring."""
-    from gigpo.rollout.collector import _Slot
-
     if col.mode == "concat":
         raise ValueError("rollout.mode=concat is not supported with a multi-seat (self-play) env; use mode=step")
     n_seats = max(int(g.info.get("seats", 2)) for g in games if is_multiseat(g.info))
@@ -111,8 +110,7 @@ def collect_seats(col: Any, games: list[Any], group_size: int, temperature: floa
             t = Trajectory(traj_id=k * n_seats + q, group_id=g * n_seats + q, seed=game.traj.seed,
                            failed=game.traj.failed, error=game.traj.error)
             t.final_info, t.data_source = {"seat": q}, f"seat{q}"
-            slot = _Slot(game.env, t, history=[])
-            slot.seat = q
+            slot = Slot(game.env, t, history=[], seat=q)
             row.append(slot)
         seats.append(row)
     last_row: dict[int, int] = {}
@@ -175,7 +173,7 @@ def _opponent_turns(col: Any, opponent: OpenAIOpponent, games: list[Any], seats:
     outs: list[Any] = list(answers)
     for (i, _), res in zip(todo, col._guard.call_many([(turn[i][1].env, "step", a) for i, a in todo])):
         outs[i] = res
-    for (k, s), out in zip(turn, outs):
+    for (k, _), out in zip(turn, outs):
         if isinstance(out, EnvFault):
             _fail_game(col, games[k], seats[k], f"opponent move {moves[k]}", out)
             continue

@@ -44,7 +44,6 @@ import copy
 import dataclasses
 import json
 import logging
-import queue
 import threading
 import time
 from pathlib import Path

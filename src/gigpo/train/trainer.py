@@ -253,9 +253,6 @@ class Trainer:
         return rec
 
     # ------------------------------------------------------------------ update
-    def _logprobs(self, model, rows: list[int], batch: RolloutBatch, with_entropy: bool = False, head=None):
-        return self.passes.logprobs(model, rows, batch, with_entropy, head)
-
     def prepare(self, batch: RolloutBatch) -> dict:
         """Old/reference log-probs, critic values and KL of ``batch`` (see :meth:`PolicyPasses.prepare`)."""
         with self.dp.full_weights():
@@ -326,8 +323,8 @@ class Trainer:
             if not rows:
                 self.dp.padding_step(self.pad_id, self.device)
                 continue
-            logp, mask, ent, values = self._logprobs(self.dp.train_model, rows, batch, with_entropy=True,
-                                                     head=self.value_head)
+            logp, mask, ent, values = self.passes.logprobs(self.dp.train_model, rows, batch, with_entropy=True,
+                                                            head=self.value_head)
             L = logp.shape[1]
             old_lp = right_align([old[r] for r in rows], L).to(logp.device)
             adv = adv_t[rows].to(logp.device)
