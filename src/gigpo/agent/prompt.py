@@ -70,6 +70,11 @@ class PromptBuilder:
     prompt (SmolLM2's "You are a helpful AI assistant named SmolLM...") is replaced by an empty system message. Too long → drop the oldest history entries first, then
     truncate the observation from the front (keeping its end, which is usually the most recent content), warning
     once per builder.
+
+    An observation too long to fit at all (a 50 MB page) is never tokenized whole: only a tail of it that alone
+    holds more than ``max_tokens`` tokens (found by trying longer tails, :meth:`_tail_of`); a history entry with
+    such an observation is dropped with every older one, as shrinking the history would do. The prompt is the
+    same (measured with the tiny tokenizer: a 5 MB observation took 37 CPU-s and 3.1 GB before, tokenized whole).
     """
 
     tokenizer: Any
@@ -120,6 +125,13 @@ class PromptBuilder:
         adm = admissible if self.show_admissible else None
         if not self.include_instructions:
             instructions = ""
+        tail = self._tail_of(observation)
+        if tail is not None:  # it cannot fit: only its tail is ever kept (below), so only the tail is tokenized
+            observation = tail
+        for k in range(len(history) - 1, -1, -1):
+            if self._tail_of(history[k][0]) is not None:  # it, and so every older entry, would be dropped
+                history = history[k + 1:]
+                break
         ids, fits = fit_history(
             lambda h: self.render(build_messages(instructions, task, h, observation, adm, self.fmt)),
             len,
@@ -131,8 +143,10 @@ class PromptBuilder:
         # Even without history it does not fit: keep the tail of the observation.
         self._warn(f"prompt longer than {self.max_tokens} tokens even without history; truncating the observation")
         obs_ids = self.tokenizer(observation, add_special_tokens=False, verbose=False)["input_ids"]
-        overflow = len(ids) - self.max_tokens
-        keep = max(0, len(obs_ids) - overflow - 8)
+        # the first guess of how many tail tokens fit depends on the prompt around the observation only (not on the
+        # observation's length), so a tail of the observation (see _tail_of) is cut exactly as the whole would be
+        around = len(self.render(build_messages(instructions, task, [], "…", adm, self.fmt)))
+        keep = max(0, min(len(obs_ids), self.max_tokens - around - 8))
         while True:
             short_obs = "…" + self.tokenizer.decode(obs_ids[len(obs_ids) - keep:]) if keep else "…"
             ids = self.render(build_messages(instructions, task, [], short_obs, adm, self.fmt))
@@ -143,6 +157,18 @@ class PromptBuilder:
             # Instructions + task alone exceed the budget: keep the end (generation prompt must survive).
             ids = ids[-self.max_tokens:]
         return ids
+
+    def _tail_of(self, text: str) -> str | None:
+        """The shortest tail of ``text`` found (tried at 8, 32, 128, ... characters per budget token) that alone
+        tokenizes to more than ``max_tokens`` (+ a margin, so the cut's own boundary never reaches what is kept);
+        None when ``text`` has no such tail (it is short enough to tokenize whole)."""
+        size, need = 8 * self.max_tokens, self.max_tokens + 16
+        while size < len(text):
+            tail = text[-size:]
+            if len(self.tokenizer(tail, add_special_tokens=False, verbose=False)["input_ids"]) >= need:
+                return tail
+            size *= 4
+        return None
 
     def _warn(self, msg: str) -> None:
         if not self._warned:  # a log line, not warnings.warn: that echoes a line of gigpo's source after it
