@@ -65,8 +65,10 @@
   }
 
   /* ---------------------------------------------------------------- charts */
-  function chart(title, series, markers) {
-    /* series: [{label, color, dash, x: [], y: [], band: [] or null}] ; markers: [{x, label}] */
+  function chart(title, series, markers, xrange) {
+    /* series: [{label, color, dash, x: [], y: [], band: [] or null}] ; markers: [{x, label}] ; xrange: [x0, x1]
+       or none. Curves of one run share its whole iteration range: a metric that stops (no update after a
+       collapse logs no loss) must not stretch its panel's axis differently from the others. */
     var box = el("div", { "class": "chart-box", "data-title": title }, [el("div", { "class": "ctitle", text: title })]);
     var W = 340, H = 190, L = 44, R = 8, T = 8, B = 22;
     var xs = [], ys = [];
@@ -80,7 +82,8 @@
     });
     var legend = el("div", { "class": "clegend" });
     if (!xs.length) { box.appendChild(el("div", { "class": "muted", text: "not logged" })); return box; }
-    var x0 = Math.min.apply(null, xs), x1 = Math.max.apply(null, xs), y0 = Math.min.apply(null, ys), y1 = Math.max.apply(null, ys);
+    var x0 = xrange ? xrange[0] : Math.min.apply(null, xs), x1 = xrange ? xrange[1] : Math.max.apply(null, xs);
+    var y0 = Math.min.apply(null, ys), y1 = Math.max.apply(null, ys);
     if (x1 === x0) x1 = x0 + 1;
     if (y1 === y0) { y1 += 0.5; y0 -= 0.5; }
     var pad = (y1 - y0) * 0.06; y0 -= pad; y1 += pad;
@@ -131,6 +134,9 @@
 
   function runCurves(runs) {
     var wrap = el("div", { "class": "charts", id: "curves" });
+    var its = [];
+    runs.forEach(function (run) { (run.metrics.iteration || []).forEach(function (x) { if (x !== null) its.push(x); }); });
+    var xrange = its.length ? [Math.min.apply(null, its), Math.max.apply(null, its)] : null;
     PANELS.forEach(function (p) {
       var series = [], markers = [];
       runs.forEach(function (run, ri) {
@@ -141,7 +147,7 @@
         });
         run.alerts.forEach(function (a) { markers.push({ x: a.iteration, label: run.name + ": " + a.kind + " — " + a.message }); });
       });
-      wrap.appendChild(chart(p[0], series, markers));
+      wrap.appendChild(chart(p[0], series, markers, xrange));
     });
     return wrap;
   }
