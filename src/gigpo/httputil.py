@@ -302,3 +302,18 @@ def bind_error(e: OSError, host: str, port: int) -> str:
     """One line for a failed bind (port in use, address not on this machine, no permission)."""
     reason = e.strerror or str(e)
     return f"cannot listen on {host}:{port}: {reason}"
+
+
+def serve_until_interrupted(server: Any, *closing: Any) -> int:
+    """``server.serve_forever()`` until shut down or Ctrl-C (a KeyboardInterrupt is the way out, not an error),
+    then close the socket and each of ``closing`` (callables), in order. Returns the exit code 0."""
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        for close in closing:
+            close()
+    return 0
+

@@ -21,6 +21,7 @@ from gigpo.serve.protocol import (  # noqa: F401 - wait_jobs, usage_of, ...: sha
     Limits,
     _error_body,
     _optional,
+    check_body_and_model,
     choice_logprobs,
     parse_chat_request,
     usage_of,
@@ -58,12 +59,7 @@ def parse_completion_request(body: Any, models: set[str], limits: Limits | None 
     an integer in [0, 5]; any integer returns the sampled token's log-prob per token (``top_logprobs`` is null:
     alternatives are not computed). ``guided_choice`` as in chat (default ``max_tokens``: the longest choice's
     token count). ``echo``, ``suffix`` and ``best_of`` > 1 are refused; ``seed`` is ignored."""
-    limits = limits or Limits()
-    if not isinstance(body, dict):
-        raise ValueError("request body must be a JSON object")
-    model = body.get("model")
-    if model is not None and model not in models:
-        raise LookupError(f"model {model!r} is not served here; this server serves {sorted(models)[0]!r}")
+    limits = check_body_and_model(body, models, limits)
     for key in ("echo", "suffix"):
         if body.get(key):
             raise ValueError(f"'{key}' is not supported by gigpo serve")

@@ -66,6 +66,17 @@ def optional(body: dict[str, Any], key: str, default: Any) -> Any:
     return default if value is None else value
 
 
+def check_body_and_model(body: Any, models: set[str], limits: Limits | None) -> Limits:
+    """What every generation route checks first: a JSON object naming (if at all) a model served here; returns
+    the limits in force (the defaults when None). ValueError (400) / LookupError (404) otherwise."""
+    if not isinstance(body, dict):
+        raise ValueError("request body must be a JSON object")
+    model = body.get("model")
+    if model is not None and model not in models:
+        raise LookupError(f"model {model!r} is not served here; this server serves {sorted(models)[0]!r}")
+    return limits or Limits()
+
+
 def parse_chat_request(body: Any, models: set[str], limits: Limits | None = None) -> Job:
     """Validate an OpenAI chat request into a :class:`Job` (ValueError/TypeError → 400, LookupError → 404,
     :class:`HTTPError` → its status: 413 for a prompt over ``max_prompt_chars``).
@@ -77,12 +88,7 @@ def parse_chat_request(body: Any, models: set[str], limits: Limits | None = None
     ``include_usage``. ``guided_choice`` (:func:`parse_guided_choice`): the reply is one of those strings
     (not with ``stop``). Tools and ``seed`` are rejected or ignored as documented.
     """
-    limits = limits or Limits()
-    if not isinstance(body, dict):
-        raise ValueError("request body must be a JSON object")
-    model = body.get("model")
-    if model is not None and model not in models:
-        raise LookupError(f"model {model!r} is not served here; this server serves {sorted(models)[0]!r}")
+    limits = check_body_and_model(body, models, limits)
     stream = optional(body, "stream", False)
     if not isinstance(stream, bool):
         raise ValueError(f"'stream' must be true or false, got {type(stream).__name__}")

@@ -24,6 +24,7 @@ from gigpo.httputil import (
     port_arg,
     positive_float_arg,
     positive_int_arg,
+    serve_until_interrupted,
 )
 from gigpo.serve.batcher import Batcher, RequestError, ShuttingDown
 from gigpo.serve.protocol import (  # noqa: F401 - re-exported: the names callers used before protocol.py
@@ -281,11 +282,4 @@ def serve_main(argv: list[str]) -> int:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _stop)
     print(f"gigpo serve: {server.model_id} on {server.url}", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-        server.batcher.close()
-    return 0
+    return serve_until_interrupted(server, server.batcher.close)

@@ -13,6 +13,7 @@ import logging
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
+from gigpo.httputil import serve_until_interrupted
 from gigpo.view.load import load_samples, sample_files
 from gigpo.view.report import build_data, render, resolve
 
@@ -67,10 +68,4 @@ def make_server(paths: list[str], port: int = 0, max_mb: float = LIVE_MAX_MB) ->
 def serve(paths: list[str], port: int, max_mb: float) -> int:
     server = make_server(paths, port, max_mb)
     print(f"gigpo view: serving http://{HOST}:{server.server_address[1]}/ (re-read live; Ctrl-C stops)", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
+    return serve_until_interrupted(server)

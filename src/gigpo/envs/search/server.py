@@ -25,6 +25,7 @@ from gigpo.httputil import (
     positive_float_arg,
     positive_int_arg,
     require_key_off_loopback,
+    serve_until_interrupted,
 )
 
 log = logging.getLogger(__name__)
@@ -242,13 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
     host, port = server.server_address[:2]
     print(f"serving {n_docs} passages on http://{host}:{port}/retrieve", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
+    return serve_until_interrupted(server)
 
 
 if __name__ == "__main__":
