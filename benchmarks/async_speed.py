@@ -2,6 +2,7 @@
 
     python benchmarks/async_speed.py speed [--iterations 20] [--reps 3] [--delay 0.02] [--out /tmp/async/speed]
     python benchmarks/async_speed.py lock [--seeds 8] [--first-seed 0] [--iterations 150] [--out /tmp/async/lock]
+    python benchmarks/async_speed.py serve [--iterations 3] [--reps 3] [--server-threads 1] [--out /tmp/async/serve]
 
 ``speed``: the quickstart (tiny model, gridgoal 8 groups x 8) on ``gridgoal-slow`` (benchmarks/slow_env.py: 20 ms
 of wall time per env step) with process env workers, train.threads=1 (the learner and the rollout worker one
@@ -12,6 +13,11 @@ the rollout worker and env processes) per iteration. Ratios are taken inside eac
 ``lock``: the 8-room lock of docs/results/credit.md (constrained decoding, normalize=mean, 150 iterations,
 greedy held-out success on 32 episodes at the end), sync vs async s=1 vs async s=2 with optim.offpolicy_correction
 =tis, on paired seeds: final greedy success per seed, and a sign test of async vs sync.
+
+``serve``: SmolLM2-135M (configs/smollm2.yaml: LoRA, gridgoal 4x4; sized down to 2 groups x 2, <= 4 steps) with
+generation on one `gigpo serve` process (started here, ``--server-threads`` torch threads; free decoding, since
+gigpo serve does not constrain; LoRA pushed merged), sync vs async s=1 (tis), arms interleaved per rep on the
+same server. CPU per iteration adds the server's own CPU time over the run (from /proc) to the learner's.
 """
 
 from __future__ import annotations
@@ -97,6 +103,81 @@ def speed(args: argparse.Namespace) -> None:
         print(f"| {arm} | {w:.3f} | {c:.3f} | {3600 / w:.0f} | {', '.join(f'{x:.2f}' for x in ratios)} |")
 
 
+# sized down from the preset (2 x 2 trajectories of <= 4 steps): on 2 shared cores an iteration of the preset's
+# 2 x 4 x 6 with free decoding took ~160 s, ~120 s of it the update
+SERVE = ["rollout.decoding=free", "rollout.engine=openai", "rollout.engine_model=smollm2", "train.eval_episodes=0",
+         "train.checkpoint_every=0", "train.threads=1", "train.progress=false", "train.sample_trajectories=0",
+         "rollout.group_size=2", "env.max_steps=4"]
+
+
+def _cpu_of(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_server(out: Path, threads: int) -> tuple[subprocess.Popen, str]:
+    """`gigpo serve smollm2-135m` on a free port, loading pushes from ``out/pushes``; (process, base URL)."""
+    import socket
+    import urllib.request
+
+    (out / "pushes").mkdir(parents=True, exist_ok=True)
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    proc = subprocess.Popen([sys.executable, "-m", "gigpo.serve", "smollm2-135m", "--port", str(port),
+                             "--served-model-name", "smollm2", "--weights-dir", str(out / "pushes"),
+                             "--device", "cpu"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/v1"
+    for _ in range(600):
+        try:
+            urllib.request.urlopen(url + "/models", timeout=2).read()
+            return proc, url
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"gigpo serve exited with {proc.returncode}") from None
+            time.sleep(0.5)
+    proc.kill()
+    raise RuntimeError("gigpo serve did not answer within 5 minutes")
+
+
+def serve(args: argparse.Namespace) -> None:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    proc, url = start_server(out, args.server_threads)
+    rows = []
+    try:
+        for rep in range(args.reps):
+            for arm in args.arms.split(","):
+                o = [*SERVE, *ARMS[arm], f"rollout.engine_urls={url}", f"rollout.weights_dir={out}/pushes",
+                     f"train.iterations={args.iterations}", f"train.seed={rep}",
+                     f"train.run_dir={out}/{arm}-rep{rep}", "train.overwrite=true"]
+                c0 = _cpu_of(proc.pid)
+                r = {"rep": rep, "arm": arm, **spawn("smollm2", o)}
+                # the server's CPU over the whole child (model loading included: the server idles then)
+                r["server_cpu_s"] = _cpu_of(proc.pid) - c0
+                r["cpu_per_it_total"] = (r["cpu_s"] + r["server_cpu_s"]) / r["iterations"]
+                rows.append(r)
+                print(json.dumps(r), flush=True)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    (out / "serve.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    arms = args.arms.split(",")
+    print(f"\n| arm | wall s/it (median of {args.reps}) | CPU s/it learner + server (median) | wall ratio "
+          "sync/arm (per rep) |")
+    print("|---|---|---|---|")
+    for arm in arms:
+        mine = [r for r in rows if r["arm"] == arm]
+        ratios = [next(x for x in rows if x["arm"] == "sync" and x["rep"] == r["rep"])["wall_per_it"] /
+                  r["wall_per_it"] for r in mine] if "sync" in arms else []
+        print(f"| {arm} | {statistics.median(r['wall_per_it'] for r in mine):.2f} | "
+              f"{statistics.median(r['cpu_per_it'] for r in mine):.2f} + "
+              f"{statistics.median(r['server_cpu_s'] / r['iterations'] for r in mine):.2f} | "
+              f"{', '.join(f'{x:.2f}' for x in ratios)} |")
+
+
 def sign_test(wins: int, losses: int) -> float:
     n = wins + losses
     if n == 0:
@@ -165,8 +246,14 @@ def main() -> None:
     lk.add_argument("--iterations", type=int, default=150)
     lk.add_argument("--arms", default="sync,async1,async2")
     lk.add_argument("--out", default="/tmp/async/lock")
+    sv = sub.add_parser("serve")
+    sv.add_argument("--iterations", type=int, default=3)
+    sv.add_argument("--reps", type=int, default=3)
+    sv.add_argument("--server-threads", type=int, default=1)
+    sv.add_argument("--arms", default="sync,async1")
+    sv.add_argument("--out", default="/tmp/async/serve")
     args = p.parse_args()
-    speed(args) if args.study == "speed" else lock(args)
+    {"speed": speed, "lock": lock, "serve": serve}[args.study](args)
 
 
 if __name__ == "__main__":

@@ -126,8 +126,8 @@ def test_batch_file_round_trips_exactly():
 
 @pytest.mark.parametrize("overrides,message", [
     (["rollout.async=true", "rollout.max_staleness=0"], "rollout.max_staleness >= 1"),
-    (["rollout.async=true", "rollout.max_staleness=1", "rollout.engine=openai",
-      "rollout.engine_urls=http://127.0.0.1:9/v1"], "rollout.engine=openai is not supported"),
+    (["rollout.async=true", "rollout.max_staleness=1", "rollout.engine=vllm"],
+     "rollout.engine=vllm is not supported"),
     (["optim.offpolicy_correction=tis", "optim.offpolicy_cap=0.5"], "optim.offpolicy_cap must be >= 1"),
     (["optim.offpolicy_correction=clip"], "offpolicy_correction"),
 ])

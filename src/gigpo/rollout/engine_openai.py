@@ -29,7 +29,11 @@ naming the flag to add — before any model loads (``gigpo train``'s preflight) 
 **Weights versions.** Each server's version is what it reports (``weights_version`` in the body, as `gigpo
 serve` does) or else the last version pushed to it successfully (:attr:`server_versions`). A response ``lag =
 learner_version − server_version`` behind is counted in ``stale_generations`` when ``0 < lag ≤ max_staleness``
-and refused with :class:`StaleWeightsError` beyond.
+and refused with :class:`StaleWeightsError` beyond. ``rollout.async`` *pins* the engine
+(:attr:`CompletionsEngine.pinned_version`): its rollout thread pushes each batch's version before the batch and
+nobody else pushes while it runs, so a response reporting any other version is a :class:`RemoteEngineError`
+(another client changed the server's weights), never a silently mixed batch. A server that reports no version
+(vLLM) is taken to hold the last version pushed to it.
 
 Log-probs: `gigpo serve` returns those of the distribution sampled from (after temperature / top-p), like
 :class:`gigpo.rollout.engine.HFEngine`; vLLM does so when started with ``--logprobs-mode processed_logprobs``
@@ -123,6 +127,9 @@ class CompletionsEngine:
         self.kinds: list[str] = []  #: per server, after probe(): "gigpo", "vllm" or "other"
         self.learner_version = 0
         self.server_versions = [0] * len(self.urls)
+        #: rollout.async: the one weights version every response must report (None: versions are only held to
+        #: max_staleness). Whoever pins the engine owns its pushes (gigpo.train.remote.after_update skips its own)
+        self.pinned_version: int | None = None
         self.request_model = [model] * len(self.urls)  #: per server: the base model, or the current LoRA adapter
         self.counters = EngineStats()
         self._lock = threading.Lock()
@@ -268,6 +275,12 @@ class CompletionsEngine:
         gens = parse_completions(res.data, len(prompts), client.base_url)
         version = res.data.get("weights_version")
         version = int(version) if isinstance(version, int) else self.server_versions[i]
+        pinned = self.pinned_version
+        if pinned is not None and version != pinned:
+            raise RemoteEngineError(
+                f"rollout engine {client.base_url} sampled with weights version {version}, but this batch is "
+                f"sampled by version {pinned} (rollout.async: one version per batch); did another client push "
+                "weights to this server?")
         lag = self.learner_version - version
         if lag > self.max_staleness:
             raise StaleWeightsError(

@@ -20,9 +20,21 @@ logs ``rollout/policy_version``, ``rollout/staleness`` and the staleness histogr
 **Moving parts.** A rollout thread in the learner's process runs the ordinary collector (envs, prompts, the env
 guard) against an engine that does not share the learner's weights: ``rollout.engine=hf`` becomes a
 :class:`gigpo.rollout.engine_worker.WorkerEngine` (a worker process with its own CPU copy of the policy and
-its own torch threads). The learner publishes each new version to a :class:`WeightStore` of s + 1 snapshots;
-the thread waits for v(k), pushes it, seeds the worker's sampler from (seed, k) as a synchronous run seeds its
-own, and queues the batch. Generation never reads weights the learner is changing.
+its own torch threads); ``rollout.engine=openai`` keeps the trainer's own
+:class:`gigpo.rollout.engine_openai.CompletionsEngine` (`gigpo serve`, vLLM servers). The learner publishes
+each new version to a :class:`WeightStore` of s + 1 snapshots; the thread waits for v(k), then — holding the
+engine lock — pushes it (only if the engine holds another version), seeds the worker's sampler from (seed, k)
+as a synchronous run seeds its own, collects, and queues the batch. Generation never reads weights the learner
+is changing.
+
+**Servers** (``rollout.engine=openai``). The engine is *pinned* (``pinned_version``): the trainer's per-update
+push is skipped (:func:`gigpo.train.remote.after_update`); the thread's pushes, between batches, are the only
+ones and are required (a server left on another version cannot serve the batch); a response reporting another
+version is a :class:`~gigpo.rollout.engines.RemoteEngineError`, as is a server gone after its retries (the
+run stops, last checkpoint intact, as a synchronous run does). An evaluation takes the engine lock too and
+pushes the learner's newest version, as a synchronous run evaluates. Servers sample unseeded: at temperature
+> 0 the batches after a resume differ from an uninterrupted run's (the owed ones are replayed exactly).
+``rollout.engine=vllm`` (in-process) stays refused: its generation would share the learner's process.
 
 **Checkpoints.** At a checkpoint after iteration k the batches of k+1 … k+s are already owed to versions that
 exist, so they are *finished into the checkpoint* (``async_batches.json``: plain JSON, no pickle, listed in the
@@ -89,16 +101,24 @@ class WeightStore:
             self._versions[version % self.keep] = int(version)
             self._cond.notify_all()
 
-    def use(self, version: int, fn: Any, stop: threading.Event) -> Any:
-        """``fn(model_at_version)`` under the lock once ``version`` is published; None if ``stop`` is set first."""
+    def wait(self, version: int, stop: threading.Event) -> bool:
+        """Block until ``version`` is published (True), or ``stop`` is set first (False)."""
         with self._cond:
             while self._versions[version % self.keep] != version:
                 if stop.is_set():
-                    return None
+                    return False
                 if self._versions[version % self.keep] > version:
                     raise RuntimeError(f"policy version {version} was overwritten before use (store of {self.keep})")
                 self._cond.wait(0.2)
-            return fn(self._slots[version % self.keep])
+            return True
+
+    def use(self, version: int, fn: Any, stop: threading.Event) -> tuple | None:
+        """``(fn(model_at_version),)`` under the lock once ``version`` is published; None if ``stop`` is set
+        first."""
+        with self._cond:
+            if not self.wait(version, stop):  # the Condition's lock is re-entrant
+                return None
+            return (fn(self._slots[version % self.keep]),)
 
 
 class _GuardedCollector:
@@ -130,13 +150,24 @@ class AsyncRollout:
     """Drives the rollout thread for a :class:`gigpo.train.trainer.Trainer` (module docstring)."""
 
     def __init__(self, cfg: Any, model: Any, engine: Any, collector: Any, start_iteration: int,
-                 resumed_from: Path | None = None):
+                 resumed_from: Path | None = None, *, pushed_version: int | None = None, owns_engine: bool = True):
+        """``pushed_version``: the version ``engine`` already holds (the trainer's engine, pushed by
+        ``start_engine``); ``owns_engine``: :meth:`close` closes it."""
         self.cfg = cfg
         self.s = int(cfg.rollout.max_staleness)
         self.engine = engine
+        self.owns_engine = owns_engine
         self.start_version = self.min_version = int(start_iteration)  # min: no older version exists here
+        self.latest = int(start_iteration)  # the learner's newest version (what an evaluation samples from)
         self.store = WeightStore(model, self.s + 1)
         self.store.publish(self.start_version, model)
+        # a push and the batch it serves, or an evaluation: one at a time on the engine
+        self.engine_lock = threading.Lock()
+        self._pushed = -1 if pushed_version is None else int(pushed_version)
+        self._pins = hasattr(engine, "pinned_version")  # a server engine: every response must be the batch's
+        if self._pins:
+            engine.pinned_version = self._pushed
+        self._push_recs: dict[int, dict[str, float]] = {}  # iteration -> weights/* of the push before its batch
         self._ready: dict[int, tuple] = {}  # iteration -> (batch, stats, row_shard, version, collect seconds)
         self._cond = threading.Condition()
         self._stop = threading.Event()
@@ -147,36 +178,54 @@ class AsyncRollout:
             self._ready.update(saved)
             first = max([start_iteration, *saved]) + 1
             self.start_version = int(json.loads((resumed_from / ASYNC_FILE).read_text())["start_version"])
-        self._pushed = -1
         self._collector = _GuardedCollector(collector, engine, self._repush)
         self._thread = threading.Thread(target=self._run, args=(first,), name="gigpo-async-rollout", daemon=True)
         self._thread.start()
 
     @classmethod
     def for_trainer(cls, trainer: Any) -> AsyncRollout:
-        """The async rollout of ``trainer``: ``rollout.engine=hf`` samples in a worker process."""
-        from gigpo.rollout.engine_worker import WorkerEngine
+        """The async rollout of ``trainer``: ``rollout.engine=hf`` samples in a worker process; a server engine
+        (``openai``) is the trainer's own — started on ``trainer.start_iteration`` — and ``trainer.eval_collector``
+        is wrapped so that evaluations take the engine lock (module docstring)."""
         from gigpo.train.compose import build_collector
 
         cfg = trainer.cfg
-        engine = WorkerEngine(trainer.model, trainer.tok, threads=max(int(cfg.train.threads or 1), 1))
-        engine.probe()
-        return cls(cfg, trainer.model, engine, build_collector(cfg, engine, trainer.tok),
-                   trainer.start_iteration, trainer.resumed_from)
+        if cfg.rollout.engine == "hf":
+            from gigpo.rollout.engine_worker import WorkerEngine
+
+            engine = WorkerEngine(trainer.model, trainer.tok, threads=max(int(cfg.train.threads or 1), 1))
+            engine.probe()
+            return cls(cfg, trainer.model, engine, build_collector(cfg, engine, trainer.tok),
+                       trainer.start_iteration, trainer.resumed_from)
+        engine = trainer.engine
+        out = cls(cfg, trainer.model, engine, build_collector(cfg, engine, trainer.tok), trainer.start_iteration,
+                  trainer.resumed_from, pushed_version=trainer.start_iteration, owns_engine=False)
+        trainer.eval_collector = _LatestVersionCollector(trainer.eval_collector, out, trainer.model)
+        return out
 
     # ------------------------------------------------------------------ the rollout thread
-    def _push(self, version: int) -> bool:
+    def push_locked(self, version: int, model: Any = None) -> dict[str, float] | None:
+        """With :attr:`engine_lock` held: the engine on ``version`` (``model``, else the store's snapshot of it);
+        its ``weights/*`` ({} when it already held it), None if stopped while waiting."""
         if self._pushed == version:
-            return True
-        done = self.store.use(version, lambda m: self.engine.push_weights(m, version) or True, self._stop)
-        if done:
-            self._pushed = version
-        return bool(done)
+            return {}
+        if model is not None:
+            rec = self.engine.push_weights(model, version, required=True)
+        else:
+            done = self.store.use(version, lambda m: self.engine.push_weights(m, version, required=True), self._stop)
+            if done is None:
+                return None
+            rec = done[0]
+        self._pushed = version
+        if self._pins:
+            self.engine.pinned_version = version
+        return dict(rec or {})
 
     def _repush(self) -> None:
+        """A restarted worker, re-pushed the version it served (called inside a collect: the lock is held)."""
         v, self._pushed = self._pushed, -1
         if v >= 0:
-            self._push(v)
+            self.push_locked(v)
 
     def _run(self, first: int) -> None:
         cfg = self.cfg
@@ -184,17 +233,23 @@ class AsyncRollout:
         try:
             while not self._stop.is_set() and it <= cfg.train.iterations:
                 v = max(sampled_version(it, self.s, self.start_version), self.min_version)
-                if not self._push(v):
+                # wait for the learner outside the engine lock: an evaluation between updates needs that lock
+                if not self.store.wait(v, self._stop):
                     return  # stopped while waiting for the learner
-                torch_seed = np.random.default_rng([cfg.train.seed, it, rng_streams.TORCH_SEED]).integers(2**62)
-                if hasattr(self.engine, "seed"):
-                    self.engine.seed(int(torch_seed))
-                t0 = time.perf_counter()
-                batch, stats, row_shard = collect_shards(self._collector, cfg, it, [0], 1)
-                seconds = time.perf_counter() - t0
+                with self.engine_lock:  # the push and the whole batch: no other version in between
+                    push_rec = self.push_locked(v)
+                    if push_rec is None:
+                        return
+                    torch_seed = np.random.default_rng([cfg.train.seed, it, rng_streams.TORCH_SEED]).integers(2**62)
+                    if hasattr(self.engine, "seed"):
+                        self.engine.seed(int(torch_seed))
+                    t0 = time.perf_counter()
+                    batch, stats, row_shard = collect_shards(self._collector, cfg, it, [0], 1)
+                    seconds = time.perf_counter() - t0
                 batch.policy_version = [v] * len(batch)
                 with self._cond:
                     self._ready[it] = (batch, stats, row_shard, v, seconds)
+                    self._push_recs[it] = push_rec
                     self._cond.notify_all()
                 it += 1
         except BaseException as e:  # handed to the learner, which raises it in its own thread
@@ -219,6 +274,7 @@ class AsyncRollout:
         self._wait_for(it)
         with self._cond:
             batch, stats, row_shard, v, seconds = self._ready.pop(it)
+            push_rec = self._push_recs.pop(it, {})  # none for a batch replayed from a checkpoint
         wait = time.perf_counter() - t0
         lag = (it - 1) - v
         rec = {"rollout/policy_version": float(v), "rollout/staleness": float(lag),
@@ -227,11 +283,13 @@ class AsyncRollout:
         for d in range(self.s + 1):  # histogram over rows: one version per batch, so one bin holds them all
             rec[f"rollout/staleness_{d}"] = float(d == lag) if len(batch) else 0.0
         rec["rollout/worker_restarts"] = float(getattr(self.engine, "restarts", 0))
+        rec.update(push_rec)  # a server engine: weights/* of the push this batch was sampled after
         return batch, stats, row_shard, rec
 
     def after_update(self, it: int, model: Any) -> None:
         """Version ``it`` exists: the batches that wait for it may start."""
         self.store.publish(it, model)
+        self.latest = int(it)
 
     def save_inflight(self, ckpt_dir: Path, it: int) -> None:
         """Finish iterations it+1 … it+s (their versions exist) and write them into the checkpoint."""
@@ -245,7 +303,26 @@ class AsyncRollout:
         self._stop.set()
         self._thread.join(timeout=30)
         self._collector.collector.close()
-        self.engine.close()
+        if self.owns_engine:
+            self.engine.close()
+
+
+class _LatestVersionCollector:
+    """The trainer's eval collector over a pinned server engine: each ``collect`` runs between batches (the
+    engine lock) on the learner's current weights, pushed as the newest version — what a synchronous run
+    evaluates. Call it from the learner's thread only (its model must not change meanwhile)."""
+
+    def __init__(self, collector: Any, rollout: AsyncRollout, model: Any):
+        self.collector, self.rollout, self.model = collector, rollout, model
+
+    def collect(self, seeds: list[int], group_size: int, temperature: float | None = None) -> RolloutBatch:
+        r = self.rollout
+        with r.engine_lock:
+            r.push_locked(r.latest, self.model)
+            return self.collector.collect(seeds, group_size, temperature)
+
+    def __getattr__(self, name: str) -> Any:  # close() and the rest: the collector's own
+        return getattr(self.collector, name)
 
 
 # ---------------------------------------------------------------------- batches as JSON (no pickle)

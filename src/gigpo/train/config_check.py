@@ -100,15 +100,17 @@ def validate(cfg: Config) -> None:
     _check(r.temperature >= 0, "rollout.temperature must be >= 0")
     _check(0 < r.top_p <= 1, "rollout.top_p must be in (0, 1]")
     _check(r.env_timeout_s > 0, "rollout.env_timeout_s must be > 0")
-    check_rollout_engines(cfg)  # engines, URLs, weight sync; constrained decoding on hf or vLLM
-    if r.async_:  # rollout.async: gigpo.train.async_rollout
+    if r.async_:  # rollout.async: gigpo.train.async_rollout (before the engines' checks: refused whether or not
+        # the refused engine is installed)
         _check(r.max_staleness >= 1, "rollout.async=true needs rollout.max_staleness >= 1 (the policy versions of "
                "lag that let rollout overlap the update), got 0")
-        _check(r.engine == "hf", f"rollout.async=true samples in a rollout worker process (rollout.engine=hf); "
-               f"rollout.engine={r.engine} is not supported with it yet")
+        _check(r.engine in ("hf", "openai"), "rollout.async=true samples in a rollout worker process "
+               f"(rollout.engine=hf) or on servers (rollout.engine=openai); rollout.engine={r.engine} is not "
+               "supported with it yet")
         _check(int(os.environ.get("WORLD_SIZE", "1")) == 1 and t.rollout_shards <= 1,
                "rollout.async=true runs in one process with one rollout shard (not under torchrun, "
                "train.rollout_shards <= 1)")
+    check_rollout_engines(cfg)  # engines, URLs, weight sync; constrained decoding on hf or vLLM
     _check(o.offpolicy_cap >= 1, f"optim.offpolicy_cap must be >= 1, got {o.offpolicy_cap}")
     _check(0 <= a.gamma <= 1, "algorithm.gamma must be in [0, 1]")
     _check(a.step_weight >= 0, "algorithm.step_weight must be >= 0")

@@ -5,7 +5,9 @@ weight push + metrics — the same calls for every ``rollout.engine``, local or 
 cannot take them is a ConfigError: one line and exit 2 from ``gigpo train``); :func:`after_update` pushes them
 after each update and returns the iteration's engine metrics: ``weights/*`` from the push, ``rollout/*`` from
 ``engine.stats()``, and, for an engine that samples from a copy of the weights, the rollout-vs-learner log-prob
-gap of the batch (``prep["old"]``: the learner's log-probs before the update).
+gap of the batch (``prep["old"]``: the learner's log-probs before the update). An engine pinned to a version
+(``engine.pinned_version`` set: ``rollout.async``, :mod:`gigpo.train.async_rollout`) is pushed by its rollout
+thread, between batches, never here: a push after the update would change the weights under a batch in flight.
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ def after_update(engine: Any, model: Any, it: int, batch: Any, prep: dict | None
         mean, mx = logprob_gap(prep["old"], batch.sampling_logprobs)
         rec.update({"rollout/logprob_gap_mean": mean, "rollout/logprob_gap_max": mx})
     rec.update(engine.stats())
-    rec.update(engine.push_weights(model, it))
+    if getattr(engine, "pinned_version", None) is None:
+        rec.update(engine.push_weights(model, it))
     return rec
 
 
