@@ -147,7 +147,8 @@ class RolloutConfig:
     async_: bool = key(
         False,
         "rollout.async (spelled async or async_): true overlaps rollout and update — the next iterations' "
-        "batches are collected (engine hf: in a worker process with its own CPU copy of the policy) while "
+        "batches are collected (engine hf: in a worker process with its own CPU copy of the policy; engine "
+        "openai: on the servers, each pinned to the batch's version; engine vllm: refused) while "
         "the learner updates, each batch by one policy version, rollout.max_staleness (>= 1) versions "
         "behind; pair it with optim.offpolicy_correction (docs/results/async.md)")
     weights_dir: str = key(
