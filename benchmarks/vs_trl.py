@@ -2,7 +2,7 @@
 
     python benchmarks/vs_trl.py [--models tiny,smollm2-135m] [--reps 3] [--steps 3] [--batch 8]
                                 [--prompt-len 64] [--completion-len 32] [--threads 1]
-                                [--trl-python /tmp/async/trl-venv/bin/python]
+                                [--trl-python /tmp/trl-venv/bin/python]
 
 One fixed batch per model — ``--batch`` prompts of ``--prompt-len`` random token ids (seeded) and one sampled
 completion each (HF ``generate``, at most ``--completion-len`` tokens, stops at EOS), advantages drawn once — is
@@ -13,13 +13,18 @@ written to a JSON file; then, in separate processes, interleaved ``--reps`` time
   does with ``num_iterations=1``), AdamW, grad clip 1.0;
 * **TRL**: ``GRPOTrainer.compute_loss`` (``loss_type="bnpo"``: token mean over the batch; ``beta=0``; epsilon
   0.2) + ``accelerator.backward`` + grad clip 1.0 + its AdamW step, on the same tensors;
-* generation: gigpo's ``HFEngine.generate`` vs TRL's ``_generate_single_turn`` (both Hugging Face ``generate``
-  underneath), ``--batch`` prompts, sampled at temperature 1, ``--completion-len`` new tokens at most.
+* generation: gigpo's ``HFEngine.generate`` (tokens and their sampling log-probs) vs TRL's
+  ``_generate_single_turn`` (both Hugging Face ``generate`` underneath; tokens only), and vs that plus TRL's
+  no-grad ``_get_per_token_logps_and_entropies`` pass (how TRL gets the same log-probs when it needs them),
+  ``--batch`` prompts, sampled at temperature 1, ``--completion-len`` new tokens at most; each call seeded
+  alike on both sides, so both generate the same tokens. The TRL process also runs gigpo's HFEngine on TRL's
+  model object, interleaved call by call with TRL's generation: the ratio free of process-to-process noise.
 
 Reported per framework: the median over ``--steps`` timed steps (after one warm-up step) of seconds per
-optimizer step, tokens/s (prompt + completion tokens of the batch per second), the step's peak resident memory
-above the resident memory before it (Linux VmHWM, reset through /proc/self/clear_refs), and generation tokens/s;
-then the ratios gigpo / TRL within each rep. Same torch threads (``--threads``) for both. TRL is run from its
+optimizer step (wall and process CPU), tokens/s (prompt + completion tokens of the batch per second), the
+step's peak resident memory above the resident memory before it (Linux VmHWM, reset through
+/proc/self/clear_refs), and generation seconds (wall and CPU) and tokens/s; then the ratios gigpo / TRL within
+each rep. Same torch threads (``--threads``) for both. TRL is run from its
 own virtual environment (``--trl-python``) so it cannot change the main one; without it the script says so and
 exits 0.
 """
@@ -29,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -37,7 +43,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve()
-DEFAULT_TRL_PYTHON = "/tmp/async/trl-venv/bin/python"
+DEFAULT_TRL_PYTHON = "/tmp/trl-venv/bin/python"
 
 
 # ---------------------------------------------------------------------- memory
@@ -117,7 +123,7 @@ def run_gigpo(data: dict, args: argparse.Namespace) -> dict:
         engine = HFEngine(trainer.model, trainer.tok, "cpu")
         gen = lambda: engine.generate(data["prompts"], max_new_tokens=args.completion_len,  # noqa: E731
                                       temperature=1.0, top_p=1.0)
-        return measure(step, gen, data, args)
+        return measure(step, {"gen": gen}, data, args)
 
 
 def run_trl(data: dict, args: argparse.Namespace) -> dict:
@@ -127,6 +133,7 @@ def run_trl(data: dict, args: argparse.Namespace) -> dict:
     from trl import GRPOConfig, GRPOTrainer
 
     from gigpo.models import load_model
+    from gigpo.rollout import HFEngine
 
     torch.set_num_threads(args.threads)
     bundle = load_model(data["model"], device="cpu", seed=0)
@@ -170,33 +177,74 @@ def run_trl(data: dict, args: argparse.Namespace) -> dict:
             ids, _ = trainer._generate_single_turn(data["prompts"], None, {}, 1)
             return ids
 
-        out = measure(step, gen, data, args)
+        def gen_logp() -> list:
+            """Generation plus the no-grad pass in which TRL gets the old (sampling-policy) log-probs when it
+            needs them (num_iterations > 1, misaligned generation, vLLM importance sampling): gigpo's
+            HFEngine returns them with the tokens, so this is the like-for-like side of the comparison."""
+            ids = gen()
+            comp = [torch.tensor(c) for c in ids]
+            cmax = max(len(c) for c in ids)
+            c_ids = torch.stack([torch.cat([c, torch.full((cmax - len(c),), pad)]) for c in comp])
+            c_mask = torch.tensor([[1] * len(c) + [0] * (cmax - len(c)) for c in ids])
+            with torch.no_grad():
+                trainer._get_per_token_logps_and_entropies(
+                    model, torch.cat([prompt_ids, c_ids], 1), torch.cat([prompt_mask, c_mask], 1), cmax,
+                    batch_size=args.batch)
+            return ids
+
+        # gigpo's engine on this same model object, interleaved with TRL's calls: no process-to-process noise
+        engine = HFEngine(model, tok, "cpu")
+
+        def gen_gigpo() -> list:
+            return engine.generate(data["prompts"], max_new_tokens=args.completion_len, temperature=1.0, top_p=1.0)
+
+        out = measure(step, {"gen": gen, "genlp": gen_logp, "gigpo_gen": gen_gigpo}, data, args)
         out["trl_version"] = trl.__version__
         return out
 
 
-def measure(step, gen, data: dict, args: argparse.Namespace) -> dict:
+def measure(step, gens: dict, data: dict, args: argparse.Namespace) -> dict:
+    """Medians of the timed calls. Generation call ``i`` of every arm in ``gens`` is seeded
+    ``torch.manual_seed(i)``, the arms interleaved call by call (order rotated), so arms in one process sample
+    the same tokens from the same weights, and across processes (weights differing by lr-1e-6 steps) nearly so."""
     import torch
     import transformers
 
     step()  # warm-up (allocations, optimizer state)
-    secs, peaks = [], []
+    secs, cpus, peaks = [], [], []
     for _ in range(args.steps):
+        c0 = time.process_time()
         s, p = timed_peak(step)
         secs.append(s)
+        cpus.append(time.process_time() - c0)
         peaks.append(p)
-    gen()
-    gsecs, gtoks = [], []
-    for _ in range(args.steps):
-        t0 = time.perf_counter()
-        out = gen()
-        gsecs.append(time.perf_counter() - t0)
-        gtoks.append(sum(len(getattr(g, "token_ids", g)) for g in out))
     tokens = sum(len(p) + len(c) for p, c in zip(data["prompts"], data["completions"]))
     step_s = statistics.median(secs)
-    return {"step_s": step_s, "tokens_per_s": tokens / step_s, "peak_mb": statistics.median(peaks) / 2**20,
-            "gen_tokens_per_s": statistics.median(t / s for t, s in zip(gtoks, gsecs)),
-            "torch": torch.__version__, "transformers": transformers.__version__, "threads": torch.get_num_threads()}
+    out = {"step_s": step_s, "step_cpu_s": statistics.median(cpus), "tokens_per_s": tokens / step_s,
+           "peak_mb": statistics.median(peaks) / 2**20, "torch": torch.__version__,
+           "transformers": transformers.__version__, "threads": torch.get_num_threads()}
+    for fn in gens.values():
+        torch.manual_seed(10_000)
+        fn()  # warm-up
+    rec = {name: {"walls": [], "cpus": [], "toks": [], "faults": []} for name in gens}
+    names = list(gens)
+    for i in range(args.steps):
+        for name in names[i % len(names):] + names[:i % len(names)]:
+            torch.manual_seed(i)
+            f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            c0, t0 = time.process_time(), time.perf_counter()
+            res = gens[name]()
+            r = rec[name]
+            r["walls"].append(time.perf_counter() - t0)
+            r["cpus"].append(time.process_time() - c0)
+            r["faults"].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+            r["toks"].append(sum(len(getattr(g, "token_ids", g)) for g in res))
+    for name, r in rec.items():
+        out.update({f"{name}_s": statistics.median(r["walls"]), f"{name}_cpu_s": statistics.median(r["cpus"]),
+                    f"{name}_walls": r["walls"], f"{name}_tokens": r["toks"],
+                    f"{name}_minflt": statistics.median(r["faults"]),
+                    f"{name}_tokens_per_s": statistics.median(t / s for t, s in zip(r["toks"], r["walls"]))})
+    return out
 
 
 # ---------------------------------------------------------------------- driver
@@ -255,21 +303,33 @@ def main() -> None:
     if args.out:
         Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in rows))
     print(f"\ntrl {version}; batch {args.batch} x ({args.prompt_len} prompt + <= {args.completion_len} completion "
-          f"tokens), threads {args.threads}; ratios gigpo/TRL per rep (machine shared: interleaved, repeated)\n")
-    print("| model | step s gigpo / TRL | step time ratio | tokens/s ratio | peak MB gigpo / TRL | "
-          "generation tokens/s gigpo / TRL | generation ratio |")
-    print("|---|---|---|---|---|---|---|")
+          f"tokens), threads {args.threads}; ratios gigpo/TRL per rep (machine shared: interleaved, repeated); "
+          "wall (CPU) seconds\n")
+    print("| model | step s gigpo / TRL | step time ratio | peak MB gigpo / TRL | generation s gigpo / TRL / "
+          "TRL+logp | gen. tokens/s ratio vs TRL gen | vs TRL gen+logp | same process, interleaved | "
+          "tokens/call gigpo / TRL |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for model in args.models.split(","):
         mine = [r for r in rows if r["model"] == model]
+
         def med(k, mine=mine):
             return statistics.median(r[k] for r in mine)
 
-        step_ratios = ", ".join(f"{r['gigpo_step_s'] / r['trl_step_s']:.2f}" for r in mine)
-        tok_ratios = ", ".join(f"{r['gigpo_tokens_per_s'] / r['trl_tokens_per_s']:.2f}" for r in mine)
-        gen_ratios = ", ".join(f"{r['gigpo_gen_tokens_per_s'] / r['trl_gen_tokens_per_s']:.2f}" for r in mine)
-        print(f"| {model} | {med('gigpo_step_s'):.3f} / {med('trl_step_s'):.3f} | {step_ratios} | {tok_ratios} | "
-              f"{med('gigpo_peak_mb'):.0f} / {med('trl_peak_mb'):.0f} | {med('gigpo_gen_tokens_per_s'):.0f} / "
-              f"{med('trl_gen_tokens_per_s'):.0f} | {gen_ratios} |")
+        def ratios(a, b, mine=mine):
+            return ", ".join(f"{r[a] / r[b]:.2f}" for r in mine)
+
+        # per rep: the median over calls of TRL's time / gigpo's (same tokens, same weights: a tokens/s ratio)
+        inproc = ", ".join(
+            f"{statistics.median(t / g for t, g in zip(r['trl_gen_walls'], r['trl_gigpo_gen_walls'])):.2f}"
+            for r in mine)
+        print(f"| {model} | {med('gigpo_step_s'):.3f} ({med('gigpo_step_cpu_s'):.3f}) / {med('trl_step_s'):.3f} "
+              f"({med('trl_step_cpu_s'):.3f}) | {ratios('gigpo_step_s', 'trl_step_s')} | "
+              f"{med('gigpo_peak_mb'):.0f} / {med('trl_peak_mb'):.0f} | {med('gigpo_gen_s'):.3f} "
+              f"({med('gigpo_gen_cpu_s'):.3f}) / {med('trl_gen_s'):.3f} ({med('trl_gen_cpu_s'):.3f}) / "
+              f"{med('trl_genlp_s'):.3f} ({med('trl_genlp_cpu_s'):.3f}) | "
+              f"{ratios('gigpo_gen_tokens_per_s', 'trl_gen_tokens_per_s')} | "
+              f"{ratios('gigpo_gen_tokens_per_s', 'trl_genlp_tokens_per_s')} | {inproc} | "
+              f"{mine[0]['gigpo_gen_tokens']} / {mine[0]['trl_gen_tokens']} |")
 
 
 if __name__ == "__main__":

@@ -19,9 +19,9 @@ SHARE_PREFILL = True
 class HFEngine:
     """Batched sampling with ``model.generate``: left padding, KV cache, temperature / top-p (no top-k).
 
-    Log-probs are those of the distribution actually sampled from (after temperature and top-p), read from
-    ``output_scores``. ``temperature == 0`` means greedy. ``calls`` and ``prompts_generated`` count work done
-    (tests use them to check that only active envs generate).
+    Log-probs are those of the distribution actually sampled from (after temperature and top-p): the draw is
+    made by :class:`Sampler`, which records them. ``temperature == 0`` means greedy. ``calls`` and
+    ``prompts_generated`` count work done (tests use them to check that only active envs generate).
 
     With ``constraints`` (constrained action decoding) a plain KV-cache sampling loop replaces ``generate`` so
     that the mask sits exactly where :mod:`gigpo.agent.constrained` defines it: logits / T, then −inf outside
@@ -76,45 +76,64 @@ class HFEngine:
         return out
 
     def _generate_batch(self, prompts, max_new_tokens, temperature, top_p) -> list[Generation]:
+        from transformers import LogitsProcessorList
+
         self.calls += 1
         self.prompts_generated += len(prompts)
         ids, mask = left_pad(prompts, self.pad_id)
         width = ids.shape[1]
         was_training = self.model.training
         self.model.eval()
-        sampling = temperature > 0
-        kwargs: dict[str, Any] = dict(
-            max_new_tokens=max_new_tokens,
-            do_sample=sampling,
-            pad_token_id=self.pad_id,
-            eos_token_id=self.eos_ids,
-            output_scores=True,
-            return_dict_in_generate=True,
-            top_k=0 if sampling else None,
-        )
-        if sampling:
-            kwargs.update(temperature=float(temperature), top_p=float(top_p))
-        else:
-            kwargs.update(temperature=None, top_p=None)
-        res = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **kwargs)
+        sampler = Sampler(temperature, top_p)
+        # HF runs greedy over the sampler's one-hot choice: no HF warper can run after it (they exist only when
+        # do_sample), and nothing per step is kept but the (B,) picked log-probs — output_scores kept (B, V) per
+        # step, B·T·V floats (then two more copies to take the log_softmax), ~25k page faults per call on SmolLM2.
+        seq = self.model.generate(
+            input_ids=ids.to(self.device), attention_mask=mask.to(self.device), max_new_tokens=max_new_tokens,
+            do_sample=False, num_beams=1, temperature=None, top_p=None, top_k=None, pad_token_id=self.pad_id,
+            eos_token_id=self.eos_ids, logits_processor=LogitsProcessorList([sampler]), output_scores=False,
+            return_dict_in_generate=False)
         if was_training:
             self.model.train()
-        new = res.sequences[:, width:].cpu()
-        scores = torch.stack(res.scores, dim=1).float().cpu()  # (B, T_new, V), processed (temperature, top-p)
-        logp = torch.log_softmax(scores, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
-        eos = torch.tensor(self.eos_ids)
-        out = []
-        for r in range(len(prompts)):
-            toks = new[r].tolist()
-            n = len(toks)
-            for t, tok in enumerate(toks):
-                if tok in eos:
-                    n = t + 1
-                    break
-            toks = toks[:n]
-            text = self.tokenizer.decode(toks, skip_special_tokens=True)
-            out.append(Generation(toks, logp[r, :n].tolist(), text))
-        return out
+        new = seq[:, width:]
+        logp = (torch.stack(sampler.picked, dim=1).float().cpu() if sampler.picked
+                else torch.zeros(new.shape))  # one entry per generated token
+        new = new.cpu()
+        # each row ends after its first EOS (HF pads rows that finished before the longest one)
+        is_eos = torch.isin(new, torch.tensor(self.eos_ids))
+        lens = torch.where(is_eos.any(1), is_eos.int().argmax(1) + 1, new.shape[1]).tolist()
+        toks = [row[:n] for row, n in zip(new.tolist(), lens)]
+        lps = [row[:n] for row, n in zip(logp.tolist(), lens)]
+        texts = self.tokenizer.batch_decode(toks, skip_special_tokens=True)
+        return [Generation(t, lp, text) for t, lp, text in zip(toks, lps, texts)]
+
+
+class Sampler:
+    """One sampling step, as a logits processor: logits / T, log_softmax, top-p (:func:`top_p_logprobs`, the same
+    nucleus as the constrained loop), then a draw; returns 0 at the drawn token and −inf elsewhere, so that
+    ``generate`` run greedy emits exactly that token. ``temperature == 0``: the argmax of log_softmax(logits).
+
+    Why not HF's own sampling: its temperature / top-k / top-p warpers run *after* any user logits processor, so
+    the log-probs of what it sampled from exist only through ``output_scores``, which keeps every step's (B, V)
+    scores until ``generate`` returns. Here ``picked[t]`` is the (B,) log-prob of step t's token under the
+    distribution it was drawn from — rows already finished get junk, cut at their EOS."""
+
+    def __init__(self, temperature: float, top_p: float):
+        self.temperature, self.top_p = float(temperature), float(top_p)
+        self.picked: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        logits = scores.float()
+        if self.temperature > 0 and self.temperature != 1.0:
+            logits = logits / self.temperature
+        logp = torch.log_softmax(logits, dim=-1)  # a new tensor: ours to overwrite below
+        if self.temperature > 0:
+            logp = top_p_logprobs(logp, self.top_p)
+            nxt = torch.multinomial(logp.exp(), 1)  # the same draw HF's sampler makes from softmax(scores)
+        else:
+            nxt = logp.argmax(-1, keepdim=True)
+        self.picked.append(logp.gather(-1, nxt).squeeze(-1))
+        return logp.fill_(float("-inf")).scatter_(-1, nxt, 0.0)
 
 
 def sample_constrained(engine: HFEngine, prompts, constraints, max_new_tokens: int, temperature: float,
