@@ -51,10 +51,7 @@ run goes on.
 
 from __future__ import annotations
 
-import collections
 import copy
-import dataclasses
-import json
 import logging
 import threading
 import time
@@ -64,13 +61,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from gigpo.rollout.batch import COLUMNS, RolloutBatch, Trajectory
+from gigpo.rollout.batch import RolloutBatch, Trajectory
 from gigpo.train import rng_streams
+from gigpo.train.async_batches import ASYNC_FILE, load_batches, save_batches
 from gigpo.train.dynamic_sampling import collect_shards
 
 log = logging.getLogger(__name__)
-
-ASYNC_FILE = "async_batches.json"
 
 
 def sampled_version(iteration: int, max_staleness: int, start_version: int = 0) -> int:
@@ -174,10 +170,9 @@ class AsyncRollout:
         self._error: BaseException | None = None
         first = start_iteration + 1
         if resumed_from is not None and (resumed_from / ASYNC_FILE).exists():
-            saved = load_batches(resumed_from / ASYNC_FILE)
+            saved, self.start_version = load_batches(resumed_from / ASYNC_FILE)
             self._ready.update(saved)
             first = max([start_iteration, *saved]) + 1
-            self.start_version = int(json.loads((resumed_from / ASYNC_FILE).read_text())["start_version"])
         self._collector = _GuardedCollector(collector, engine, self._repush)
         self._thread = threading.Thread(target=self._run, args=(first,), name="gigpo-async-rollout", daemon=True)
         self._thread.start()
@@ -323,83 +318,6 @@ class _LatestVersionCollector:
 
     def __getattr__(self, name: str) -> Any:  # close() and the rest: the collector's own
         return getattr(self.collector, name)
-
-
-# ---------------------------------------------------------------------- batches as JSON (no pickle)
-def _enc(x: Any) -> Any:
-    """JSON with tuples and non-string-keyed dicts tagged, so state keys round-trip exactly (hashable)."""
-    if isinstance(x, tuple):
-        return {"__t": [_enc(v) for v in x]}
-    if isinstance(x, list):
-        return [_enc(v) for v in x]
-    if isinstance(x, dict):
-        return {"__d": [[_enc(k), _enc(v)] for k, v in x.items()]}
-    if isinstance(x, (np.integer, np.floating, np.bool_)):
-        return x.item()
-    if x is None or isinstance(x, (bool, int, float, str)):
-        return x
-    raise TypeError(f"cannot store a {type(x).__name__} in {ASYNC_FILE}")
-
-
-def _dec(x: Any) -> Any:
-    if isinstance(x, list):
-        return [_dec(v) for v in x]
-    if isinstance(x, dict):
-        if "__t" in x:
-            return tuple(_dec(v) for v in x["__t"])
-        return {_dec(k): _dec(v) for k, v in x["__d"]}
-    return x
-
-
-def _batch_to_json(b: RolloutBatch) -> dict:
-    table: list[list[int]] = []
-    index: dict[int, int] = {}
-
-    def ref(ids: list[int] | None) -> int | None:  # shared allowed-id lists (a slot's vocabulary) stored once
-        if ids is None:
-            return None
-        if id(ids) not in index:
-            index[id(ids)] = len(table)
-            table.append(list(ids))
-        return index[id(ids)]
-
-    cols = {name: _enc(getattr(b, name)) for name in COLUMNS if name != "allowed_tokens"}
-    cols["allowed_tokens"] = [None if row is None else [ref(a) for a in row] for row in b.allowed_tokens]
-    return {"columns": cols, "allowed_table": table, "policy_version": list(getattr(b, "policy_version", [])),
-            "trajectories": [_enc(dataclasses.asdict(t)) for t in b.trajectories]}
-
-
-def _batch_from_json(d: dict) -> RolloutBatch:
-    b = RolloutBatch()
-    table = d["allowed_table"]
-    for name, col in d["columns"].items():
-        if name == "allowed_tokens":
-            col = [None if row is None else [None if i is None else table[i] for i in row] for row in col]
-        else:
-            col = _dec(col)
-        setattr(b, name, col)
-    b.trajectories = [Trajectory(**_dec(t)) for t in d["trajectories"]]
-    b.policy_version = list(d["policy_version"])
-    return b
-
-
-def save_batches(path: Path, owed: dict[int, tuple], start_version: int) -> None:
-    out = {"format": 1, "start_version": int(start_version), "batches": []}
-    for it, (batch, stats, row_shard, v, seconds) in sorted(owed.items()):
-        out["batches"].append({"iteration": it, "version": v, "seconds": seconds, "stats": stats,
-                               "row_shard": np.asarray(row_shard).tolist(), "batch": _batch_to_json(batch)})
-    Path(path).write_text(json.dumps(out))
-
-
-def load_batches(path: Path) -> dict[int, tuple]:
-    data = json.loads(Path(path).read_text())
-    if data.get("format") != 1:
-        raise ValueError(f"{path}: unknown {ASYNC_FILE} format {data.get('format')!r}")
-    out = collections.OrderedDict()
-    for e in data["batches"]:
-        out[int(e["iteration"])] = (_batch_from_json(e["batch"]), e["stats"],
-                                    np.asarray(e["row_shard"], dtype=np.int64), int(e["version"]), e["seconds"])
-    return out
 
 
 __all__ = ["ASYNC_FILE", "AsyncRollout", "WeightStore", "load_batches", "sampled_version",
