@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from trainer_interrupt import interrupt_at
 
 from gigpo.rollout import HFEngine
 from gigpo.rollout.engine_worker import WorkerDied, WorkerEngine
@@ -101,14 +102,7 @@ def test_each_batch_is_one_version_on_the_fixed_lag_and_resume_is_exact(tmp_path
     assert all(r[f"rollout/staleness_{min(k - 1, staleness)}"] == 1.0 for k, r in enumerate(full, 1))
 
     part = Trainer(small_cfg(tmp_path / "part", *extra))
-    real = part.iteration
-
-    def interrupt_at_3(it):
-        if it == 3:
-            raise KeyboardInterrupt
-        return real(it)
-
-    monkeypatch.setattr(part, "iteration", interrupt_at_3)
+    interrupt_at(monkeypatch, part, 3)
     with pytest.raises(KeyboardInterrupt):
         part.train()
     assert [c.name for c in list_checkpoints(tmp_path / "part")] == ["iter_000002"]

@@ -13,6 +13,7 @@ import threading
 import numpy as np
 import pytest
 import torch
+from trainer_interrupt import interrupt_at
 
 from gigpo.apiclient import ChatClient
 from gigpo.models import load_model, save_pretrained
@@ -144,14 +145,7 @@ def test_an_interrupted_async_run_over_the_server_resumes_exactly(tmp_path, serv
     Trainer(cfg_for(tmp_path / "full", server, *extra)).train()
     full = _learning(tmp_path / "full" / "metrics.jsonl")
     part = Trainer(cfg_for(tmp_path / "part", server, *extra))
-    real = part.iteration
-
-    def interrupt_at_3(it):
-        if it == 3:
-            raise KeyboardInterrupt
-        return real(it)
-
-    monkeypatch.setattr(part, "iteration", interrupt_at_3)
+    interrupt_at(monkeypatch, part, 3)
     with pytest.raises(KeyboardInterrupt):
         part.train()
     assert (list_checkpoints(tmp_path / "part")[0] / "async_batches.json").exists()

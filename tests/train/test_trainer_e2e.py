@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from trainer_interrupt import interrupt_at
 
 from gigpo.cli import main as cli_main
 from gigpo.train.checkpoint import list_checkpoints
@@ -72,14 +73,7 @@ def test_resume_matches_uninterrupted_run(tmp_path):
 def test_interrupt_leaves_last_checkpoint_intact(tmp_path, monkeypatch):
     cfg = small_cfg(tmp_path / "run", "train.iterations=5", "train.checkpoint_every=2")
     trainer = Trainer(cfg)
-    real = trainer.iteration
-
-    def interrupt_at_3(it):
-        if it == 3:
-            raise KeyboardInterrupt
-        return real(it)
-
-    monkeypatch.setattr(trainer, "iteration", interrupt_at_3)
+    interrupt_at(monkeypatch, trainer, 3)
     with pytest.raises(KeyboardInterrupt):
         trainer.train()
     ckpts = list_checkpoints(tmp_path / "run")
