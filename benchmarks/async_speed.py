@@ -105,7 +105,7 @@ def speed(args: argparse.Namespace) -> None:
 
 # sized down from the preset (2 x 2 trajectories of <= 4 steps): on 2 shared cores an iteration of the preset's
 # 2 x 4 x 6 with free decoding took ~160 s, ~120 s of it the update
-SERVE = ["rollout.decoding=free", "rollout.engine=openai", "rollout.engine_model=smollm2", "train.eval_episodes=0",
+SERVE = ["rollout.decoding=free", "rollout.engine=openai", "rollout.openai.model=smollm2", "train.eval_episodes=0",
          "train.checkpoint_every=0", "train.threads=1", "train.progress=false", "train.sample_trajectories=0",
          "rollout.group_size=2", "env.max_steps=4"]
 
@@ -150,7 +150,7 @@ def serve(args: argparse.Namespace) -> None:
     try:
         for rep in range(args.reps):
             for arm in args.arms.split(","):
-                o = [*SERVE, *ARMS[arm], f"rollout.engine_urls={url}", f"rollout.weights_dir={out}/pushes",
+                o = [*SERVE, *ARMS[arm], f"rollout.openai.urls={url}", f"rollout.openai.weights_dir={out}/pushes",
                      f"train.iterations={args.iterations}", f"train.seed={rep}",
                      f"train.run_dir={out}/{arm}-rep{rep}", "train.overwrite=true"]
                 c0 = _cpu_of(proc.pid)

@@ -59,7 +59,7 @@ MODEL_RUNGS = {
     # cause-2 remedies, one at a time: no invalid-token phase; exploration kept alive; no-signal groups re-drawn
     "M3-constrained": ["rollout.decoding=constrained"],
     "M3-entropy": ["optim.entropy_coef=0.01"],
-    "M3-dynamic": ["rollout.dynamic_sampling=true"],
+    "M3-dynamic": ["rollout.dapo.dynamic_sampling=true"],
     # cause 4: after the solve, mean_std turns γ-only return differences into unit-size step advantages
     "M3-constrained-mean": ["rollout.decoding=constrained", "algorithm.normalize=mean"],
 }

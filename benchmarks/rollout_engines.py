@@ -127,7 +127,7 @@ def bench_iteration(args) -> None:
                 urls.append(url)
             extra = [f"train.run_dir={tmp / f'run{servers}'}", f"train.iterations={args.iterations}"]
             if servers:
-                extra += ["rollout.engine=openai", f"rollout.engine_urls={','.join(urls)}", "rollout.engine_model=tiny"]
+                extra += ["rollout.engine=openai", f"rollout.openai.urls={','.join(urls)}", "rollout.openai.model=tiny"]
             tr = Trainer(load_config(None, SMALL + extra))
             walls, cpus, gaps, rolls, pushes = [], [], [], [], []
             for it in range(1, args.iterations + 1):

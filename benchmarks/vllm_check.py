@@ -103,9 +103,9 @@ def run_engine(engine: str, overrides: list[str], iterations: int, work: Path, d
     if engine == "openai":
         proc, url, out["engine_start_s"] = start_server(resolve_model_source("smollm2-135m"), logs / "server.log",
                                                         eager=True, dtype=dtype, lora_rank=8)
-        extra = ["rollout.engine=openai", f"rollout.engine_urls={url}", "rollout.engine_model=smollm2"]
+        extra = ["rollout.engine=openai", f"rollout.openai.urls={url}", "rollout.openai.model=smollm2"]
     elif engine == "vllm":
-        extra = ["rollout.engine=vllm", "rollout.vllm_enforce_eager=true"]
+        extra = ["rollout.engine=vllm", "rollout.vllm.enforce_eager=true"]
     cpu0, srv0 = time.process_time(), tree_cpu_s(proc.pid) if proc else 0.0
     try:
         t0 = time.perf_counter()

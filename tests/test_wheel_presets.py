@@ -71,7 +71,7 @@ def test_wheel_ships_the_algorithm_presets(wheel_python, tmp_path):
     dapo = yaml.safe_load((REPO / "src/gigpo/configs/algos/dapo.yaml").read_text())
     assert cfg["algorithm"]["name"] == "dapo"
     assert cfg["optim"]["clip_high"] == dapo["optim"]["clip_high"] == 0.28
-    assert cfg["rollout"]["dynamic_sampling"] is dapo["rollout"]["dynamic_sampling"] is True
-    assert cfg["rollout"]["overlong_buffer"] == dapo["rollout"]["overlong_buffer"]
+    assert cfg["rollout"]["dapo"]["dynamic_sampling"] is dapo["rollout"]["dapo"]["dynamic_sampling"] is True
+    assert cfg["rollout"]["dapo"]["overlong_buffer"] == dapo["rollout"]["dapo"]["overlong_buffer"]
     # and the --config presets (quickstart is the default) come from the wheel too
     assert cfg["env"]["options"] == {"size": 3, "max_steps": 6, "shaping": 0.1}

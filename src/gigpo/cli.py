@@ -323,8 +323,22 @@ def main(argv: list[str] | None = None) -> int:
     delegated = _delegated(argv)
     if delegated is not None:
         return int(delegated)
+    if any(a in ("-h", "--help") for a in argv):  # --help lists the --import-ed estimators and their options
+        from gigpo.envs.registry import EnvImportError, import_env_modules
+
+        try:
+            import_env_modules(_imports_in(argv))
+        except EnvImportError as err:
+            return _error(argv[0] if argv else "gigpo", err)
     args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)
+
+
+def _imports_in(argv: list[str]) -> list[str]:
+    """The modules named by ``--import M`` / ``--import=M`` in ``argv`` (read before argparse, for ``--help``)."""
+    out = [a.split("=", 1)[1] for a in argv if a.startswith("--import=")]
+    out += [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--import"]
+    return out
 
 
 if __name__ == "__main__":

@@ -148,7 +148,7 @@ def test_print_config_shows_the_resolved_config_and_loads_nothing(tmp_path, caps
     assert code == 0, err
     data = yaml.safe_load(out)
     assert data["algorithm"]["name"] == "dapo" and data["optim"]["lr"] == 3e-4
-    assert data["optim"]["clip_high"] == 0.28 and data["rollout"]["dynamic_sampling"] is True  # dapo preset
+    assert data["optim"]["clip_high"] == 0.28 and data["rollout"]["dapo"]["dynamic_sampling"] is True  # dapo preset
     assert data["env"]["options"]["size"] == 3  # the quickstart preset
     assert not run_dir.exists()
     from gigpo.train.config import config_from_dict, load_config

@@ -215,8 +215,8 @@ def test_dynamic_sampling_keeps_only_surviving_informative_groups():
 
     cfg = Config()
     cfg.env.name = "fault-step-raises"
-    cfg.rollout.groups, cfg.rollout.group_size, cfg.rollout.max_rounds = 3, 2, 2
-    cfg.rollout.dynamic_sampling = True
+    cfg.rollout.groups, cfg.rollout.group_size, cfg.rollout.dapo.max_rounds = 3, 2, 2
+    cfg.rollout.dapo.dynamic_sampling = True
     # the env fails on round 0's first task seed; "a"/"b" alternate, so the other groups are informative
     seeds0 = round_seeds(cfg.train.seed, 1, 0, 3)
     col = _collector("fault-step-raises", factory=lambda: FaultyEnv(case="step-raises", bad_seed=seeds0[0]))

@@ -195,7 +195,7 @@ LEARNER = ["model.tiny={english_words: false, hidden_size: 32, intermediate_size
            "env.max_steps=3", "rollout.groups=2", "rollout.group_size=2", "rollout.max_response_tokens=3",
            "optim.micro_batch_size=8", "optim.mini_batches=1", "optim.ppo_epochs=1", "train.eval_episodes=0",
            "train.progress=false", "train.iterations=1", "train.checkpoint_every=0", "rollout.engine=openai",
-           "rollout.engine_model=tiny"]
+           "rollout.openai.model=tiny"]
 
 
 def test_a_learner_pushes_to_a_keyed_server_only_with_the_key(tmp_path, capsys, monkeypatch):
@@ -211,7 +211,7 @@ def test_a_learner_pushes_to_a_keyed_server_only_with_the_key(tmp_path, capsys, 
                       weights_dir=pushes)
     threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
     try:
-        common = [*LEARNER, f"rollout.engine_urls={srv.url}", f"rollout.weights_dir={pushes}"]
+        common = [*LEARNER, f"rollout.openai.urls={srv.url}", f"rollout.openai.weights_dir={pushes}"]
         assert cli_main(["train", *common, f"train.run_dir={tmp_path / 'nokey'}"]) == 2
         assert "refused the API key" in capsys.readouterr().err
         assert call(srv, "GET", "/v1/weights")[1]["version"] == 0  # nothing was pushed without the key

@@ -51,19 +51,19 @@ def test_unreachable_url_fails_before_the_first_rollout(tmp_path, capsys):
     with pytest.raises(RemoteEngineError, match="constrained decoding"):
         CompletionsEngine([url], "m", eos_ids=[0]).generate([[1]], max_new_tokens=1, constraints=[object()])
     run = tmp_path / "run"
-    code = cli_main(["train", "rollout.engine=openai", f"rollout.engine_urls={url}", f"train.run_dir={run}",
+    code = cli_main(["train", "rollout.engine=openai", f"rollout.openai.urls={url}", f"train.run_dir={run}",
                      "train.iterations=1"])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "rollout.engine_urls" in err[0] and url in err[0]
+    assert code == 2 and len(err) == 1 and "rollout.openai.urls" in err[0] and url in err[0]
     assert not run.exists()  # refused before the run directory or the model
 
 
 @pytest.mark.parametrize("overrides, words", [
-    (["rollout.engine=openai"], "needs rollout.engine_urls"),
-    (["rollout.engine=openai", "rollout.engine_urls=ftp://x"], "is not an http"),
-    (["rollout.engine_urls=http://h:1/v1"], "rollout.engine='hf'"),
+    (["rollout.engine=openai"], "needs rollout.openai.urls"),
+    (["rollout.engine=openai", "rollout.openai.urls=ftp://x"], "is not an http"),
+    (["rollout.openai.urls=http://h:1/v1"], "rollout.engine='hf'"),
     (["rollout.max_staleness=-1"], "max_staleness"),
-    (["rollout.num_env_workers=2"], "applies to rollout.env_workers=ray"),
+    (["rollout.ray.num_actors=2"], "applies to rollout.env_workers=ray"),
 ])
 def test_config_mistakes_are_one_line(overrides, words):
     from gigpo.train.config import ConfigError, load_config
@@ -77,7 +77,7 @@ def test_remote_engines_need_one_learner_process(monkeypatch):
 
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(ConfigError, match="one learner process"):
-        load_config(None, ["rollout.engine=openai", "rollout.engine_urls=http://h:1/v1", "train.rollout_shards=2",
+        load_config(None, ["rollout.engine=openai", "rollout.openai.urls=http://h:1/v1", "train.rollout_shards=2",
                            "rollout.groups=2"])
 
 
@@ -128,7 +128,7 @@ def test_the_trainer_drives_any_registered_engine_through_the_contract(tmp_path,
 
 
 def test_auth_and_weight_sync_modes_against_gigpo_serve(tmp_path, monkeypatch):
-    """The key (rollout.engine_api_key, else GIGPO_API_KEY) goes out on generation and pushes alike; a missing
+    """The key (rollout.openai.api_key, else GIGPO_API_KEY) goes out on generation and pushes alike; a missing
     key is one line naming both; weight_sync=lora against gigpo serve (full weights only) is one line."""
     import threading
 
@@ -144,10 +144,10 @@ def test_auth_and_weight_sync_modes_against_gigpo_serve(tmp_path, monkeypatch):
                       weights_dir=tmp_path)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
-        with pytest.raises(RemoteEngineError, match="refused the API key .*rollout.engine_api_key or GIGPO_API_KEY"):
+        with pytest.raises(RemoteEngineError, match="refused the API key .*rollout.openai.api_key or GIGPO_API_KEY"):
             CompletionsEngine([srv.url], "m", eos_ids=[0], max_retries=0).probe()
         monkeypatch.setenv("GIGPO_API_KEY", "s3cret")
-        cfg = load_config(None, ["rollout.engine=openai", f"rollout.engine_urls={srv.url}"])
+        cfg = load_config(None, ["rollout.engine=openai", f"rollout.openai.urls={srv.url}"])
         assert api_key_of(cfg) == "s3cret"  # the variable when the key is unset
         engine = CompletionsEngine([srv.url], "m", eos_ids=[0], api_key=api_key_of(cfg), weights_dir=tmp_path / "w")
         engine.probe()

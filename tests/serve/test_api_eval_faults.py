@@ -125,7 +125,7 @@ def test_resume_skips_finished_seeds_and_reruns_failed_ones(tmp_path):
     other = load_config(None, ["env.max_steps=4"])
     with pytest.raises(ConfigError, match="different evaluation"):
         run_api_evaluation(other, ChatClient(api.url), "fake-model", episodes=1, concurrency=1, output_dir=tmp_path)
-    concat = load_config(None, ["rollout.mode=concat", "rollout.max_context_tokens=512", "algorithm=grpo"])
+    concat = load_config(None, ["rollout.mode=concat", "rollout.concat.max_tokens=512", "algorithm=grpo"])
     with pytest.raises(ConfigError, match="rollout.mode=step"):
         run_api_evaluation(concat, ChatClient(api.url), "fake-model", episodes=1, concurrency=1,
                            output_dir=tmp_path / "concat")

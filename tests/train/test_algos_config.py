@@ -16,16 +16,16 @@ def test_every_algorithm_has_a_spec_and_loads():
 def test_default_quickstart_is_untouched_by_presets():
     cfg = load_config()
     assert (cfg.optim.clip_low, cfg.optim.clip_high, cfg.optim.loss_agg) == (0.2, 0.2, "token-mean")
-    assert not cfg.rollout.dynamic_sampling and cfg.rollout.overlong_buffer == 0 and cfg.rollout.mode == "step"
+    assert not cfg.rollout.dapo.dynamic_sampling and cfg.rollout.dapo.overlong_buffer == 0 and cfg.rollout.mode == "step"
     assert cfg.algorithm.reinforce_pp.kl_reward_coef == 0
 
 
 def test_dapo_preset_and_explicit_keys_win():
     cfg = load_config(None, ["algorithm=dapo+step"])
     assert cfg.optim.clip_high == 0.28 and cfg.optim.clip_low == 0.2 and cfg.optim.loss_agg == "token-mean"
-    assert cfg.rollout.dynamic_sampling and cfg.rollout.overlong_buffer == 0.2
-    cfg = load_config(None, ["optim.clip_high=0.3", "algorithm=dapo", "rollout.dynamic_sampling=false"])
-    assert cfg.optim.clip_high == 0.3 and not cfg.rollout.dynamic_sampling
+    assert cfg.rollout.dapo.dynamic_sampling and cfg.rollout.dapo.overlong_buffer == 0.2
+    cfg = load_config(None, ["optim.clip_high=0.3", "algorithm=dapo", "rollout.dapo.dynamic_sampling=false"])
+    assert cfg.optim.clip_high == 0.3 and not cfg.rollout.dapo.dynamic_sampling
 
 
 def test_gspo_ppo_reinforce_presets():
@@ -64,13 +64,13 @@ def test_old_flat_keys_load_into_their_sub_section_with_a_note():
         (["algorithm.hgpo.nosuch=1"], "algorithm.hgpo keys are: alpha, episode, levels"),
         (["algorithm=ppo", "algorithm.compat=verl-agent"], "compat=verl-agent reproduces"),
         (["algorithm=dapo", "rollout.group_size=1"], "group_size >= 2"),
-        (["rollout.max_rounds=0"], "max_rounds"),
-        (["rollout.overlong_buffer=1.0"], "overlong_buffer"),
+        (["rollout.dapo.max_rounds=0"], "max_rounds"),
+        (["rollout.dapo.overlong_buffer=1.0"], "overlong_buffer"),
         (["algorithm=gigpo", "rollout.mode=concat"], "step-level term"),
         (["algorithm=dapo+step", "rollout.mode=concat"], "step-level term"),
-        (["algorithm=grpo", "rollout.mode=concat", "rollout.max_context_tokens=10"], "too small for one turn"),
+        (["algorithm=grpo", "rollout.mode=concat", "rollout.concat.max_tokens=10"], "too small for one turn"),
         (["rollout.mode=tree"], "rollout.mode"),
-        (["rollout.context_limit_policy=wrap"], "context_limit_policy"),
+        (["rollout.concat.limit_policy=wrap"], "rollout.concat.limit_policy"),
         (["algorithm=ppo++"], "algorithm.name"),
     ],
 )
@@ -86,7 +86,7 @@ def test_concat_context_beyond_the_model_is_an_error():
     model = load_model("tiny").model
     cfg = load_config(None, ["algorithm=grpo", "rollout.mode=concat"])
     assert context_limit(cfg, model) == model.config.max_position_embeddings
-    cfg = load_config(None, ["algorithm=grpo", "rollout.mode=concat", "rollout.max_context_tokens=100000"])
+    cfg = load_config(None, ["algorithm=grpo", "rollout.mode=concat", "rollout.concat.max_tokens=100000"])
     with pytest.raises(ConfigError, match="exceeds"):
         context_limit(cfg, model)
 

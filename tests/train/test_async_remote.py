@@ -31,7 +31,7 @@ SMALL = [
     "optim.lr=0.01", "env.size=3", "env.max_steps=3", "rollout.groups=2", "rollout.group_size=3",
     "rollout.max_response_tokens=3", "optim.micro_batch_size=8", "optim.mini_batches=2", "optim.ppo_epochs=1",
     "train.eval_episodes=0", "train.progress=false", "train.threads=1", "train.checkpoint_every=0",
-    "rollout.engine=openai", "rollout.engine_model=tiny", "rollout.async=true", "optim.offpolicy_correction=tis",
+    "rollout.engine=openai", "rollout.openai.model=tiny", "rollout.async=true", "optim.offpolicy_correction=tis",
 ]
 
 
@@ -49,7 +49,7 @@ def server(tmp_path_factory):
 
 
 def cfg_for(run_dir, server, *extra):
-    return load_config(None, SMALL + [f"train.run_dir={run_dir}", f"rollout.engine_urls={server.url}", *extra])
+    return load_config(None, SMALL + [f"train.run_dir={run_dir}", f"rollout.openai.urls={server.url}", *extra])
 
 
 def trace_requests(monkeypatch) -> list[tuple[str, int]]:

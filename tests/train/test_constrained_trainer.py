@@ -31,7 +31,7 @@ def test_constrained_on_a_vllm_engine_needs_xgrammar():
     """Over vLLM the allowed sets are rebuilt with xgrammar (gigpo.rollout.engine_choice; tests/vllm/ runs it)."""
     import importlib.util
 
-    over = ["rollout.decoding=constrained", "rollout.engine=openai", "rollout.engine_urls=http://127.0.0.1:9/v1"]
+    over = ["rollout.decoding=constrained", "rollout.engine=openai", "rollout.openai.urls=http://127.0.0.1:9/v1"]
     if importlib.util.find_spec("xgrammar") is None:
         with pytest.raises(ConfigError, match="rollout.engine=openai rebuilds vLLM's allowed token sets with xgrammar"):
             load_config(None, over)

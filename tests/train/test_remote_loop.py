@@ -73,8 +73,8 @@ def test_openai_engine_loop_equals_hf_and_tracks_learner_weights(tmp_path, serve
     remote_engine = CompletionsEngine([server.url], "tiny", eos_ids=[0])
     served_before = probe(remote_engine)
     hf_batches, hf_probes, _, _ = run(tmp_path / "hf")
-    batches, probes, recs, tr = run(tmp_path / "openai", "rollout.engine=openai", f"rollout.engine_urls={server.url}",
-                                    "rollout.engine_model=tiny")
+    batches, probes, recs, tr = run(tmp_path / "openai", "rollout.engine=openai", f"rollout.openai.urls={server.url}",
+                                    "rollout.openai.model=tiny")
     # the server's own weights (seed 99) answer differently from the learner's initial ones: the probe can fail
     assert not np.allclose(served_before[1], hf_probes[0][0][1][:len(served_before[1])], atol=1e-3)
     for (ids_a, lps_a), (ids_b, lps_b) in zip(hf_batches, batches, strict=True):
@@ -107,8 +107,8 @@ def test_a_server_that_dies_mid_run_is_retried_then_a_clear_error_and_the_checkp
 
     srv = serve_tiny(tmp_path)
     cfg = load_config(None, SMALL + [f"train.run_dir={tmp_path / 'run'}", "train.iterations=3", "train.checkpoint_every=1",
-                                     "rollout.engine=openai", f"rollout.engine_urls={srv.url}",
-                                     "rollout.engine_model=tiny", "rollout.engine_max_retries=2"])
+                                     "rollout.engine=openai", f"rollout.openai.urls={srv.url}",
+                                     "rollout.openai.model=tiny", "rollout.openai.max_retries=2"])
     tr = Trainer(cfg)
     save = tr.save
 
@@ -177,9 +177,9 @@ def test_a_server_of_another_architecture_stops_the_run_before_the_first_rollout
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
         cfg = load_config(None, SMALL + [f"train.run_dir={tmp_path / 'run'}", "rollout.engine=openai",
-                                         f"rollout.engine_urls={srv.url}", "rollout.engine_model=tiny",
+                                         f"rollout.openai.urls={srv.url}", "rollout.openai.model=tiny",
                                          "rollout.max_staleness=5"])
-        with pytest.raises(ConfigError, match="rollout.engine_urls: .*size mismatch: model.embed_tokens.*never received"):
+        with pytest.raises(ConfigError, match="rollout.openai.urls: .*size mismatch: model.embed_tokens.*never received"):
             Trainer(cfg)
     finally:
         srv.close()

@@ -15,15 +15,15 @@ def test_a_server_without_dev_mode_is_one_line_naming_the_flag_before_anything_r
     try:
         run = tmp_path / "run"
         code = cli_main(["train", *SMALL, f"train.run_dir={run}", "rollout.engine=openai",
-                         f"rollout.engine_urls={srv.url}", "rollout.engine_model=tiny"])
+                         f"rollout.openai.urls={srv.url}", "rollout.openai.model=tiny"])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1, err
-        assert "VLLM_SERVER_DEV_MODE=1" in err[0] and srv.url in err[0] and "rollout.engine_urls" in err[0]
+        assert "VLLM_SERVER_DEV_MODE=1" in err[0] and srv.url in err[0] and "rollout.openai.urls" in err[0]
         assert not run.exists()  # refused before the run directory or the model
         # a LoRA learner asking for adapters from a server started without --enable-lora: the flags named
         code = cli_main(["train", *SMALL, f"train.run_dir={run}", "rollout.engine=openai",
-                         f"rollout.engine_urls={srv.url}", "rollout.engine_model=tiny", "lora.enabled=true",
-                         "rollout.weight_sync=lora"])
+                         f"rollout.openai.urls={srv.url}", "rollout.openai.model=tiny", "lora.enabled=true",
+                         "rollout.openai.weight_sync=lora"])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and "--enable-lora --max-lora-rank" in err[0], err
     finally:
@@ -48,8 +48,8 @@ def test_a_server_killed_mid_run_is_retried_then_one_line_names_the_intact_check
     mp.setattr(trainer_module.Trainer, "save", save_then_kill_the_server)
     try:
         code = cli_main(["train", *SMALL, f"train.run_dir={run}", "train.iterations=3", "train.checkpoint_every=1",
-                         "rollout.engine=openai", f"rollout.engine_urls={srv.url}", "rollout.engine_model=tiny",
-                         "rollout.engine_max_retries=2"])
+                         "rollout.engine=openai", f"rollout.openai.urls={srv.url}", "rollout.openai.model=tiny",
+                         "rollout.openai.max_retries=2"])
     finally:
         mp.undo()
         srv.stop()

@@ -24,7 +24,7 @@ def trainer(tmp_path_factory):
     os.environ["GIGPO_VLLM_CACHE"] = str(d / "vllm-cache")  # the engine's stable model directory
     assert "VLLM_ALLOW_INSECURE_SERIALIZATION" not in os.environ
     tr = Trainer(load_config(None, SMALL + [f"train.run_dir={d / 'run'}", "rollout.engine=vllm",
-                                           "rollout.vllm_enforce_eager=true"]))
+                                           "rollout.vllm.enforce_eager=true"]))
     yield tr
     tr.collector.close()
     tr.engine.close()

@@ -63,7 +63,7 @@ def run_two_iterations(tmp_path, server, *extra):
     from gigpo.train.trainer import Trainer
 
     tr = Trainer(load_config(None, SMALL + [f"train.run_dir={tmp_path}", "rollout.engine=openai",
-                                           f"rollout.engine_urls={server.url}", "rollout.engine_model=tiny",
+                                           f"rollout.openai.urls={server.url}", "rollout.openai.model=tiny",
                                            *extra]))
     assert_serves(tr.engine, tr.model)  # the push before the first rollout
     recs, probes = [], []
@@ -79,7 +79,7 @@ def run_two_iterations(tmp_path, server, *extra):
 
 
 def test_two_iterations_with_full_weight_reloads(server, tmp_path):
-    tr, recs = run_two_iterations(tmp_path, server, "rollout.weight_sync=full")
+    tr, recs = run_two_iterations(tmp_path, server, "rollout.openai.weight_sync=full")
     tr.engine.close()
     pushed = sorted(p.name for p in (tmp_path / "pushed_weights").iterdir())
     assert pushed == ["weights-v2"]  # only the newest push stays on disk

@@ -162,6 +162,10 @@ def register_estimator(
         old = _ESTIMATORS.get(name)
         if old is not None and getattr(old.fn, "__qualname__", None) != getattr(fn, "__qualname__", None):
             raise ValueError(f"estimator {name!r} is already registered (by {old.fn.__module__})")
+        taken = [e.name for e in _ESTIMATORS.values() if e.section == sec and e.name != name and e.has_options()]
+        if taken and dataclasses.fields(options):  # one sub-section per estimator: its options, nobody else's
+            raise ValueError(f"estimator {name!r}: config section algorithm.{sec} is estimator {taken[0]!r}'s; "
+                             "pass section=<another name>")
         _ESTIMATORS[name] = Estimator(name, fn, description, options, step_term, needs_values, needs_kl, sec,
                                       exact_anchors)
         return fn

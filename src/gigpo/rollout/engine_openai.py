@@ -108,7 +108,7 @@ class CompletionsEngine:
                  seed: int = 0, api_key: str = "", weights_dir: str | Path | None = None, weight_sync: str = "auto",
                  lora: bool = False, tokenizer: Any = None, constrained: bool = False):
         if not urls:
-            raise ValueError("the openai engine needs at least one URL (rollout.engine_urls)")
+            raise ValueError("the openai engine needs at least one URL (rollout.openai.urls)")
         if weight_sync not in ("auto", "full", "lora"):
             raise ValueError(f"weight_sync must be auto, full or lora, got {weight_sync!r}")
         self.urls = [u.rstrip("/") for u in urls]
@@ -140,12 +140,13 @@ class CompletionsEngine:
         from gigpo.rollout.engine import HFEngine
 
         r = cfg.rollout
-        return cls([u.strip() for u in r.engine_urls.split(",") if u.strip()], r.engine_model or cfg.model.name,
+        o = r.openai
+        return cls([u.strip() for u in o.urls.split(",") if u.strip()], o.model or cfg.model.name,
                    eos_ids=HFEngine(bundle.model, bundle.tokenizer, bundle.device).eos_ids,
                    model_config=getattr(bundle.model, "config", None), max_staleness=r.max_staleness,
-                   seed=cfg.train.seed, timeout_s=r.engine_timeout_s, max_retries=r.engine_max_retries,
-                   api_key=api_key_of(cfg), weights_dir=Path(r.weights_dir) if r.weights_dir else
-                   run_dir / "pushed_weights", weight_sync=r.weight_sync, lora=bool(cfg.lora.enabled),
+                   seed=cfg.train.seed, timeout_s=o.timeout_s, max_retries=o.max_retries,
+                   api_key=api_key_of(cfg), weights_dir=Path(o.weights_dir) if o.weights_dir else
+                   run_dir / "pushed_weights", weight_sync=o.weight_sync, lora=bool(cfg.lora.enabled),
                    tokenizer=bundle.tokenizer, constrained=r.decoding == "constrained")
 
     # -- contract --------------------------------------------------------------------------------------------
@@ -177,7 +178,7 @@ class CompletionsEngine:
             except APIError as e:
                 kinds.append("other")
                 if e.status in (401, 403):
-                    bad.append(f"{c.base_url} refused the API key (HTTP {e.status}): set rollout.engine_api_key "
+                    bad.append(f"{c.base_url} refused the API key (HTTP {e.status}): set rollout.openai.api_key "
                                "or GIGPO_API_KEY to the server's key")
                 else:
                     bad.append(f"{c.base_url} ({e})")
@@ -304,11 +305,11 @@ class CompletionsEngine:
 
 
 def api_key_of(cfg: Any) -> str:
-    """``rollout.engine_api_key``, else the ``GIGPO_API_KEY`` environment variable (keeps the key out of the run
+    """``rollout.openai.api_key``, else the ``GIGPO_API_KEY`` environment variable (keeps the key out of the run
     directory's config.yaml), else "" (no Authorization header)."""
     import os
 
-    return getattr(cfg.rollout, "engine_api_key", "") or os.environ.get("GIGPO_API_KEY", "")
+    return cfg.rollout.openai.api_key or os.environ.get("GIGPO_API_KEY", "")
 
 
 def _token_ids(choice: dict[str, Any], where: str) -> list[int]:

@@ -6,7 +6,7 @@ same checks on a CUDA machine.
 * Start: the learner's model (LoRA merged) is written to a *stable* directory per model —
   ``$GIGPO_VLLM_CACHE`` (default ``~/.cache/gigpo/vllm``) ``/<name>-<hash of its config>`` — so vLLM's compile
   cache (keyed by the model's path and config) is reused by the next run instead of recompiling;
-  ``rollout.vllm_enforce_eager=true`` skips compilation altogether (faster start, slower steps). The weights
+  ``rollout.vllm.enforce_eager=true`` skips compilation altogether (faster start, slower steps). The weights
   there only seed the engine: the first :meth:`push_weights` (before any rollout) loads the learner's.
 * Generation: token-id prompts (``TokensPrompt``), ``SamplingParams(logprobs=0)`` with
   ``logprobs_mode="processed_logprobs"``: the log-prob of each sampled token under the distribution sampled
@@ -86,7 +86,7 @@ class VLLMEngine:
         from gigpo.rollout.engine import HFEngine
 
         return cls(bundle, eos_ids=HFEngine(bundle.model, bundle.tokenizer, bundle.device).eos_ids,
-                   seed=cfg.train.seed, enforce_eager=bool(getattr(cfg.rollout, "vllm_enforce_eager", False)))
+                   seed=cfg.train.seed, enforce_eager=cfg.rollout.vllm.enforce_eager)
 
     def probe(self) -> None:
         """Nothing to reach: the engine lives in this process (its start already failed loudly if it could)."""

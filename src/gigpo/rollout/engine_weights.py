@@ -98,11 +98,11 @@ def check_receiver(engine: Any, i: int) -> None:
     if kind == "gigpo":
         if mode == "lora":
             raise RemoteEngineError(f"{url} is gigpo serve, which loads full weights only: use "
-                                    "rollout.weight_sync=full (or auto), or serve with vLLM --enable-lora")
+                                    "rollout.openai.weight_sync=full (or auto), or serve with vLLM --enable-lora")
         return
     if kind != "vllm":
         if mode == "lora":
-            raise RemoteEngineError(f"{url} is neither vLLM nor gigpo serve: rollout.weight_sync=lora needs vLLM")
+            raise RemoteEngineError(f"{url} is neither vLLM nor gigpo serve: rollout.openai.weight_sync=lora needs vLLM")
         return  # another server: assume gigpo serve's /v1/reload_weights (a 404 there is the push's error)
     try:  # a dev-mode-only route: its config tells LoRA support too
         info = engine.admin[i].request_json("GET", "/server_info?config_format=json", max_retries=1).data
@@ -111,7 +111,7 @@ def check_receiver(engine: Any, i: int) -> None:
             raise RemoteEngineError(
                 f"{url} is vLLM without its development routes, so it cannot reload weights: start it with "
                 "VLLM_SERVER_DEV_MODE=1 (full-weight sync through /collective_rpc reload_weights), or train LoRA "
-                "with rollout.weight_sync=lora") from None
+                "with rollout.openai.weight_sync=lora") from None
         if e.status != 404:
             raise RemoteEngineError(f"{url}: GET /server_info failed ({e})") from None
         info = None
@@ -174,7 +174,7 @@ class WeightPusher:
                                      lambda d: save_weights(model, d / "model.safetensors", every_name=True))
         if "lora" in kinds:
             if not hasattr(model, "peft_config"):
-                raise ValueError("rollout.weight_sync=lora needs a LoRA learner (lora.enabled=true)")
+                raise ValueError("rollout.openai.weight_sync=lora needs a LoRA learner (lora.enabled=true)")
             out["lora"] = save_adapter(model, self.dir / f"lora-v{version}")
         return out
 

@@ -227,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key", default=None, metavar="KEY", help="require 'Authorization: Bearer KEY' on every "
                    "route (default: $GIGPO_API_KEY; none: no check, allowed on loopback only)")
     p.add_argument("--weights-dir", default=None, metavar="DIR", help="POST /v1/reload_weights loads files under "
-                   "DIR only (the learner's rollout.weights_dir); without it weight reloads are refused (403)")
+                   "DIR only (the learner's rollout.openai.weights_dir); without it weight reloads are refused (403)")
     p.add_argument("--port", type=port_arg, default=8000, help="0-65535; 0 = any free port (printed on startup)")
     p.add_argument("--served-model-name", default=None, help="the id clients pass as 'model' (default: the argument)")
     p.add_argument("--device", default="auto")

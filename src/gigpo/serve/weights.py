@@ -121,7 +121,7 @@ def handle_reload(handler: Any, raw: bytes) -> None:
 def handle_lora(handler: Any, raw: bytes) -> None:
     handler.send_json(501, error_body(501, (
         "gigpo serve does not load LoRA adapters; push merged full weights with POST /v1/reload_weights "
-        "(rollout.weight_sync=full), or serve with vLLM for adapter updates"), "not_implemented"))
+        "(rollout.openai.weight_sync=full), or serve with vLLM for adapter updates"), "not_implemented"))
 
 
 POST_ROUTES = {"/v1/reload_weights": handle_reload, "/v1/load_lora_adapter": handle_lora,

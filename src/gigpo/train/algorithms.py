@@ -171,33 +171,34 @@ def check_algorithm(cfg: Any, check: Callable[[bool, str], None]) -> None:
     if est.exact_anchors:
         check(cfg.grouping.metric in ("exact", "state_key"),
               f"algorithm={a.name} groups by exact anchors: grouping.metric must be exact or state_key")
-    if r.dynamic_sampling:
-        check(r.group_size >= 2, "rollout.dynamic_sampling needs rollout.group_size >= 2 "
+    if r.dapo.dynamic_sampling:
+        check(r.group_size >= 2, "rollout.dapo.dynamic_sampling needs rollout.group_size >= 2 "
                                  "(a group of one always has equal returns and would always be dropped)")
-    check(r.max_rounds >= 1, "rollout.max_rounds must be >= 1")
-    check(0 <= r.overlong_buffer < 1, "rollout.overlong_buffer is a fraction of max_response_tokens in [0, 1)")
-    check(r.overlong_penalty >= 0, "rollout.overlong_penalty must be >= 0")
+    check(r.dapo.max_rounds >= 1, "rollout.dapo.max_rounds must be >= 1")
+    check(0 <= r.dapo.overlong_buffer < 1,
+          "rollout.dapo.overlong_buffer is a fraction of rollout.max_response_tokens in [0, 1)")
+    check(r.dapo.overlong_penalty >= 0, "rollout.dapo.overlong_penalty must be >= 0")
     if spec.loss == GSPO_LOSS:  # the sequence-level ratio's lower bound 1 - clip_low must stay positive
         check(o.clip_low < 1, "optim.clip_low must be < 1")
     if r.mode == "concat":
         check(not spec.step_level,
               f"rollout.mode=concat gives one row per trajectory, so the step-level term of {a.name!r} is "
               f"undefined; use {', '.join(n for n, s in SPECS.items() if not s.step_level)}")
-        check(r.max_context_tokens == 0 or r.max_context_tokens >= r.max_response_tokens + 16,
-              f"rollout.max_context_tokens={r.max_context_tokens} is too small for one turn: it must hold a prompt "
+        check(r.concat.max_tokens == 0 or r.concat.max_tokens >= r.max_response_tokens + 16,
+              f"rollout.concat.max_tokens={r.concat.max_tokens} is too small for one turn: it must hold a prompt "
               f"(>= 16 tokens) plus rollout.max_response_tokens={r.max_response_tokens}")
 
 
 def context_limit(cfg: Any, model: Any) -> int:
-    """The concat-mode sequence limit: ``rollout.max_context_tokens``, or the model's max positions when 0;
+    """The concat-mode sequence limit: ``rollout.concat.max_tokens``, or the model's max positions when 0;
     a limit beyond the model's positions is a ConfigError (raised before training)."""
     r = cfg.rollout
     model_max = int(getattr(getattr(model, "config", None), "max_position_embeddings", 0) or 0)
-    limit = r.max_context_tokens or model_max
+    limit = r.concat.max_tokens or model_max
     if not limit:
-        raise ConfigError("rollout.max_context_tokens=0 but the model does not report max_position_embeddings")
+        raise ConfigError("rollout.concat.max_tokens=0 but the model does not report max_position_embeddings")
     if model_max and limit > model_max:
-        raise ConfigError(f"rollout.max_context_tokens={limit} exceeds the model's {model_max} positions")
+        raise ConfigError(f"rollout.concat.max_tokens={limit} exceeds the model's {model_max} positions")
     if limit < r.max_response_tokens + 16:
         raise ConfigError(f"context limit {limit} is too small for one turn (prompt >= 16 + "
                           f"{r.max_response_tokens} response tokens)")

@@ -135,11 +135,11 @@ def build_collector(cfg: Config, engine: Any, tokenizer: Any, split: str | None 
         temperature=r.temperature, top_p=r.top_p, invalid_penalty=r.invalid_penalty,
         history_length=cfg.prompt.history_length, require_think=cfg.prompt.require_think,
         env_timeout_s=r.env_timeout_s, env_name=cfg.env.name, env_workers=r.env_workers,
-        env_worker_options={"num_workers": r.num_env_workers, "ray_address": r.ray_address} if r.env_workers == "ray"
+        env_worker_options={"num_workers": r.ray.num_actors, "ray_address": r.ray.address} if r.env_workers == "ray"
         else None, decoding=r.decoding,
     )
     if r.mode == "concat":  # one growing sequence per trajectory (RAGEN-style), in training and evaluation alike
         from gigpo.train.algorithms import context_limit
 
-        collector.set_mode("concat", context_limit(cfg, engine.model), r.context_limit_policy)
+        collector.set_mode("concat", context_limit(cfg, engine.model), r.concat.limit_policy)
     return collector

@@ -96,7 +96,7 @@ def validate(cfg: Config) -> None:
     _check(r.group_size >= 1, "rollout.group_size must be >= 1")
     _check(r.max_steps >= 0, "rollout.max_steps must be >= 0 (0 = the env's cap)")
     _check(r.max_response_tokens >= 1, "rollout.max_response_tokens must be >= 1")
-    _check(r.max_context_tokens >= 0, "rollout.max_context_tokens must be >= 0 (0 = the model's positions)")
+    _check(r.concat.max_tokens >= 0, "rollout.concat.max_tokens must be >= 0 (0 = the model's positions)")
     _check(r.temperature >= 0, "rollout.temperature must be >= 0")
     _check(0 < r.top_p <= 1, "rollout.top_p must be in (0, 1]")
     _check(r.env_timeout_s > 0, "rollout.env_timeout_s must be > 0")

@@ -56,10 +56,10 @@ def section_doc(cls: type) -> str:
 
 def describe() -> str:
     """Every key with its default, allowed values and description, then the algorithm table (``--help``)."""
-    hints = typing.get_type_hints(Config)
+    defaults = Config()  # the section classes of an instance: ``algorithm`` grows with estimators registered later
     lines = []
     for sname in SECTIONS:
-        stype = hints[sname]
+        stype = type(getattr(defaults, sname))
         lines += textwrap.wrap(f"{sname}:  {section_doc(stype)}", _WIDTH, subsequent_indent="    ")
         for key, tp, default, doc in iter_keys(stype, sname):
             head = f"  {key} = {default!r}  [{allowed_values(tp)}]"

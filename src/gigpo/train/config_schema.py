@@ -14,16 +14,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from gigpo.algo.registry import option as key  # a documented field: the same helper as an estimator option
 from gigpo.algo.registry import registered
 from gigpo.train.algorithms import algorithm_names
-
-
-def key(default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any = None) -> Any:
-    """One config key: its default (or ``factory`` for a mutable one) and its description, kept as data on the
-    dataclass field. New keys: ``name: type = key(default, "what it means; allowed values")``."""
-    if factory is not None:
-        return field(default_factory=factory, metadata={"doc": doc})
-    return field(default=default, metadata={"doc": doc})
+from gigpo.train.config_schema_rollout import RolloutConfig
 
 
 @dataclass
@@ -86,91 +80,6 @@ class PromptConfig:
 
 
 @dataclass
-class RolloutConfig:
-    """Collection: ``groups`` tasks × ``group_size`` trajectories per iteration."""
-
-    groups: int = key(8, "B: distinct tasks (initial states) per iteration")
-    group_size: int = key(4, "N: trajectories per task, all reset with the same seed")
-    max_steps: int = key(0, "per-episode step cap; 0 = the env's own cap")
-    max_response_tokens: int = key(64, "tokens one response (one agent turn) may have (>= 1)")
-    temperature: float = key(1.0, "sampling temperature of the rollout (>= 0; 0 = greedy)")
-    top_p: float = key(
-        1.0, "nucleus sampling: sample from the smallest token set with this much probability, in (0, 1]")
-    invalid_penalty: float = key(-0.1, "reward of an unparseable or inadmissible response (state unchanged)")
-    mode: Literal["step", "concat"] = key(
-        "step",
-        '"step": a fresh prompt per turn (history window); "concat": the whole interaction is one sequence '
-        "(RAGEN)")
-    max_context_tokens: int = key(
-        0, "concat: sequence limit incl. the next response; 0 = the model's max positions")
-    context_limit_policy: Literal["stop", "truncate"] = key(
-        "stop",
-        'concat, when the next turn would not fit: "stop" ends the episode, "truncate" drops the oldest '
-        "turns")
-    dynamic_sampling: bool = key(
-        False,
-        "DAPO: drop groups whose episode returns are all equal, collect more rounds until ``groups`` groups "
-        "are kept")
-    max_rounds: int = key(4, "dynamic sampling: at most this many collection rounds per iteration")
-    overlong_buffer: float = key(
-        0.0, "DAPO soft overlong punishment: buffer as a fraction of max_response_tokens (0 = off)")
-    overlong_penalty: float = key(1.0, "reward added at the full length is -overlong_penalty (linear ramp)")
-    env_timeout_s: float = key(
-        60.0, "seconds one env reset/step may take; a slower (hung) env ends its trajectory as failed and is "
-        "replaced")
-    env_workers: Literal["inline", "process", "ray"] = key(
-        "inline",
-        'where env calls run: "inline" (a watchdog thread; a hung env is abandoned), "process" (one worker '
-        "process per env; a hung env is killed and a turn's steps run in parallel — for slow or crash-prone "
-        'envs) or "ray" (Ray actors, local or on rollout.ray_address; needs the [ray] extra)')
-    num_env_workers: int = key(
-        0,
-        "ray: actors hosting the envs, each env pinned to one (round-robin); 0 = one actor per env. A hung "
-        "or dead actor fails every trajectory it hosts this turn and is replaced")
-    ray_address: str = key(
-        "", 'ray: the cluster to join ("auto", "ray://host:10001"); empty = a local ray.init')
-    engine: Literal["hf", "openai", "vllm"] = key(
-        "hf",
-        "generation: \"hf\" (HF generate on the learner's model), \"openai\" (OpenAI-compatible completions "
-        'servers at rollout.engine_urls: gigpo serve or vLLM, weights pushed after each update) or "vllm" '
-        "(in-process vllm.LLM, CPU or CUDA; [vllm] extra). The names are gigpo.rollout.engines.ENGINES")
-    engine_urls: str = key(
-        "", "openai: comma-separated base URLs (http://host:port/v1); each turn's prompts are split over them")
-    engine_model: str = key("", 'openai: the served model id sent as "model"; empty = model.name')
-    engine_timeout_s: float = key(300.0, "openai: socket timeout of one generation request")
-    engine_max_retries: int = key(
-        5, "openai: retries of a failed request (exponential backoff), then the run stops")
-    max_staleness: int = key(
-        0,
-        "openai: weights versions a server may lag behind the learner (a failed push tolerated); 0 = never "
-        "stale. rollout.async: s >= 1, the batch of iteration k is sampled by version max(0, k - 1 - s)")
-    async_: bool = key(
-        False,
-        "rollout.async (spelled async or async_): true overlaps rollout and update — the next iterations' "
-        "batches are collected (engine hf: in a worker process with its own CPU copy of the policy; engine "
-        "openai: on the servers, each pinned to the batch's version; engine vllm: refused) while "
-        "the learner updates, each batch by one policy version, rollout.max_staleness (>= 1) versions "
-        "behind; pair it with optim.offpolicy_correction (docs/results/async.md)")
-    weights_dir: str = key(
-        "", "openai: directory the learner writes pushed weights to, readable by the servers (pass the same "
-        "directory to gigpo serve --weights-dir); empty = RUN_DIR/pushed_weights")
-    weight_sync: Literal["auto", "full", "lora"] = key(
-        "auto", 'openai: how servers receive weights: "full" (every weight: gigpo serve /v1/reload_weights, '
-        'vLLM /collective_rpc reload_weights), "lora" (a LoRA learner\'s adapter per version: vLLM '
-        '/v1/load_lora_adapter) or "auto" (lora for a LoRA learner on vLLM, else full); docs/serving.md')
-    engine_api_key: str = key(
-        "", "openai: API key sent as 'Authorization: Bearer KEY' (generation and weight pushes); empty = the "
-        "GIGPO_API_KEY environment variable, else none. Prefer the variable: config.yaml is saved in the run")
-    vllm_enforce_eager: bool = key(
-        False, "vllm: no torch.compile / graph capture (faster start, slower steps); false compiles once per "
-        "model into a stable cache (VLLM_CACHE_ROOT, default ~/.cache/vllm)")
-    decoding: Literal["free", "constrained"] = key(
-        "free", '"free": the model writes any text, parsed into an action; "constrained": at each token only '
-        "continuations of an admissible action (the env's info[\"admissible_actions\"]) may be emitted, so "
-        "every action is valid (gigpo.agent.constrained); the learner re-applies the same masks")
-
-
-@dataclass
 class AlgorithmKeys:
     """Advantage estimator and loss. ``name``: {names} (``+step`` adds GiGPO's step-level term;
     docs/algorithms.md)."""
@@ -192,18 +101,41 @@ class AlgorithmKeys:
         "code's numerics (gigpo.algo.estimators.verl_agent)")
 
 
-def _estimator_sections() -> list[tuple[str, type, Any]]:
-    """One sub-section ``algorithm.<section>`` per registered estimator that has options: its options dataclass,
-    documented and checked by the estimator (``algorithm.ppo``, ``algorithm.hgpo``, ``algorithm.graphgpo``, ...)."""
+def _estimator_sections(skip: frozenset[str] = frozenset()) -> list[tuple[str, type, Any]]:
+    """One sub-section ``algorithm.<section>`` per registered estimator that has options (those named in ``skip``
+    left out): its options dataclass, documented and checked by the estimator (``algorithm.ppo``,
+    ``algorithm.hgpo``, ``algorithm.graphgpo``, ...)."""
     return [(e.section, e.options, field(default_factory=e.options, metadata={
         "doc": f"options of estimator {e.name} (read only when it runs)"})) for e in registered().values()
-        if e.has_options()]
+        if e.has_options() and e.section not in skip]
 
 
 #: ``algorithm.*``: the keys above plus the estimators' sub-sections, built from the estimator registry, so a new
 #: estimator's options appear in the config, its validation and ``--help`` without an edit here.
 AlgorithmConfig = dataclasses.make_dataclass("AlgorithmConfig", _estimator_sections(), bases=(AlgorithmKeys,))
 AlgorithmConfig.__module__ = __name__
+_EXTENDED: dict[tuple[tuple[str, type], ...], type] = {}  # by (section, options class)
+
+
+def algorithm_section() -> type:
+    """The class of ``Config().algorithm``: :data:`AlgorithmConfig`, extended (a subclass) by one sub-section per
+    estimator with options registered after this module was built — a user's, loaded with ``--import`` — so its
+    options are config keys (``algorithm.<section>.<key>``), in ``--help``, ``config.yaml`` and its checks like a
+    built-in's. A section that would shadow a key of ``algorithm`` is a ValueError naming both."""
+    built = {f.name for f in dataclasses.fields(AlgorithmConfig)}
+    extra = _estimator_sections(skip=frozenset(built) - {f.name for f in dataclasses.fields(AlgorithmKeys)})
+    if not extra:
+        return AlgorithmConfig
+    for section, options, _ in extra:
+        if section in built:
+            raise ValueError(f"estimator options {options.__name__}: its config section algorithm.{section} would "
+                             f"replace the key algorithm.{section}; register it with section=<another name>")
+    names = tuple((s[0], s[1]) for s in extra)
+    if names not in _EXTENDED:
+        cls = dataclasses.make_dataclass("AlgorithmConfig", extra, bases=(AlgorithmConfig,))
+        cls.__module__, cls.__doc__ = __name__, AlgorithmConfig.__doc__
+        _EXTENDED[names] = cls
+    return _EXTENDED[names]
 
 
 @dataclass
@@ -324,7 +256,7 @@ class Config:
     lora: LoraConfig = field(default_factory=LoraConfig)
     prompt: PromptConfig = field(default_factory=PromptConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    algorithm: AlgorithmConfig = field(default_factory=lambda: algorithm_section()())
     grouping: GroupingConfig = field(default_factory=GroupingConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)

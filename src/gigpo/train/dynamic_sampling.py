@@ -136,7 +136,7 @@ def collect_shards(collector: Any, cfg: Any, iteration: int, shards: list[int], 
     so the trajectories depend on (seed, iteration, n_shards), not on how many ranks collect them.
 
     Per shard and round: collect the shard's groups × ``group_size``, add the overlong penalty when enabled.
-    With ``rollout.dynamic_sampling`` each shard refills to its own group count through :func:`dynamic_sample`;
+    With ``rollout.dapo.dynamic_sampling`` each shard refills to its own group count through :func:`dynamic_sample`;
     success/return metrics then cover every trajectory collected (all rounds), not only the kept ones. In concat
     mode the kept step rows are folded into one row per trajectory (:func:`gigpo.rollout.concat.to_concat_batch`)
     after filtering.
@@ -160,13 +160,13 @@ def collect_shards(collector: Any, cfg: Any, iteration: int, shards: list[int], 
 
         def one_round(k: int, part: slice = cut[shard]) -> RolloutBatch:
             b = collector.collect(round_seeds(cfg.train.seed, iteration, k, r.groups)[part], r.group_size)
-            if r.overlong_buffer > 0:
+            if r.dapo.overlong_buffer > 0:
                 extra["overlong_penalty"] = extra.get("overlong_penalty", 0.0) + shape_overlong(
-                    b, r.max_response_tokens, r.overlong_buffer, r.overlong_penalty)
+                    b, r.max_response_tokens, r.dapo.overlong_buffer, r.dapo.overlong_penalty)
             return b
 
-        if r.dynamic_sampling:
-            kept, every, ds = dynamic_sample(one_round, cut[shard].stop - cut[shard].start, r.max_rounds)
+        if r.dapo.dynamic_sampling:
+            kept, every, ds = dynamic_sample(one_round, cut[shard].stop - cut[shard].start, r.dapo.max_rounds)
             for k, v in ds.items():  # rounds: the most any shard needed; filled: every shard filled
                 extra[k] = max(extra.get(k, v), v) if k == "rounds" else (
                     min(extra.get(k, v), v) if k == "filled" else extra.get(k, 0.0) + v)

@@ -47,7 +47,7 @@ def start_engine(engine: Any, model: Any, version: int) -> None:
         engine.probe()
         engine.push_weights(model, version, required=True)
     except EngineError as e:
-        key = "rollout.engine_urls" if getattr(engine, "urls", None) else "rollout.engine"
+        key = "rollout.openai.urls" if getattr(engine, "urls", None) else "rollout.engine"
         raise ConfigError(f"{key}: {' '.join(str(e).split())}") from None
 
 
@@ -72,11 +72,11 @@ def check_engine_urls(cfg: Any) -> None:
     from gigpo.train.config_error import ConfigError
 
     engine = CompletionsEngine(engine_urls(cfg), "?", eos_ids=[], max_retries=0, api_key=api_key_of(cfg),
-                               weight_sync=cfg.rollout.weight_sync, lora=bool(cfg.lora.enabled),
+                               weight_sync=cfg.rollout.openai.weight_sync, lora=bool(cfg.lora.enabled),
                                constrained=cfg.rollout.decoding == "constrained")
     try:
         engine.probe()
     except EngineError as e:
-        raise ConfigError(f"rollout.engine_urls: {' '.join(str(e).split())}") from None
+        raise ConfigError(f"rollout.openai.urls: {' '.join(str(e).split())}") from None
     finally:
         engine.close()

@@ -1,0 +1,134 @@
+"""The ``rollout`` section of the configuration: collection, split by concern.
+
+The rule that shapes it: a key that *chooses* something stays flat in ``rollout`` (``mode``, ``engine``,
+``env_workers``, ``async``), and the options of one choice live in a sub-section named after the choice —
+``rollout.concat.*`` for ``mode=concat``, ``rollout.openai.*`` / ``rollout.vllm.*`` for those engines,
+``rollout.ray.*`` for Ray env workers — so reading a config tells which keys are in force, and a new engine's
+options are one new sub-section. DAPO's rollout side (dynamic sampling, overlong shaping) is ``rollout.dapo.*``.
+
+The keys these replaced (``rollout.engine_urls``, ``rollout.max_context_tokens``, ...) still load, each with a
+one-line FutureWarning: :data:`gigpo.train.config_load.RENAMED_KEYS`, docs/configuration.md "Renamed keys".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from gigpo.algo.registry import option as key
+
+
+@dataclass
+class ConcatConfig:
+    """``rollout.mode=concat`` (RAGEN): the whole interaction is one growing token sequence."""
+
+    max_tokens: int = key(0, "sequence limit incl. the next response; 0 = the model's max positions")
+    limit_policy: Literal["stop", "truncate"] = key(
+        "stop", 'when the next turn would not fit: "stop" ends the episode, "truncate" drops the oldest turns')
+
+
+@dataclass
+class DapoConfig:
+    """DAPO's rollout side (the ``dapo`` preset turns both on): dynamic sampling and soft overlong punishment."""
+
+    dynamic_sampling: bool = key(
+        False, "drop groups whose episode returns are all equal, collect more rounds until rollout.groups "
+        "groups are kept")
+    max_rounds: int = key(4, "dynamic sampling: at most this many collection rounds per iteration (>= 1)")
+    overlong_buffer: float = key(
+        0.0, "soft overlong punishment: buffer as a fraction of rollout.max_response_tokens, in [0, 1) (0 = off)")
+    overlong_penalty: float = key(1.0, "reward added at the full length is -overlong_penalty (linear ramp; >= 0)")
+
+
+@dataclass
+class OpenAIEngineConfig:
+    """``rollout.engine=openai``: OpenAI-compatible completions servers (gigpo serve or vLLM), weights pushed
+    after each update (docs/serving.md)."""
+
+    urls: str = key(
+        "", "comma-separated base URLs (http://host:port/v1); each turn's prompts are split over them")
+    model: str = key("", 'the served model id sent as "model"; empty = model.name')
+    timeout_s: float = key(300.0, "socket timeout of one generation request (> 0)")
+    max_retries: int = key(5, "retries of a failed request (exponential backoff), then the run stops (>= 0)")
+    api_key: str = key(
+        "", "API key sent as 'Authorization: Bearer KEY' (generation and weight pushes); empty = the "
+        "GIGPO_API_KEY environment variable, else none. Prefer the variable: config.yaml is saved in the run")
+    weights_dir: str = key(
+        "", "directory the learner writes pushed weights to, readable by the servers (pass the same directory "
+        "to gigpo serve --weights-dir); empty = RUN_DIR/pushed_weights")
+    weight_sync: Literal["auto", "full", "lora"] = key(
+        "auto", 'how servers receive weights: "full" (every weight: gigpo serve /v1/reload_weights, vLLM '
+        '/collective_rpc reload_weights), "lora" (a LoRA learner\'s adapter per version: vLLM '
+        '/v1/load_lora_adapter) or "auto" (lora for a LoRA learner on vLLM, else full)')
+
+
+@dataclass
+class VllmEngineConfig:
+    """``rollout.engine=vllm``: an in-process ``vllm.LLM`` (CPU or CUDA; the [vllm] extra)."""
+
+    enforce_eager: bool = key(
+        False, "no torch.compile / graph capture (faster start, slower steps); false compiles once per model "
+        "into a stable cache (VLLM_CACHE_ROOT, default ~/.cache/vllm)")
+
+
+@dataclass
+class RayWorkersConfig:
+    """``rollout.env_workers=ray``: the envs live in Ray actors (the [ray] extra)."""
+
+    num_actors: int = key(
+        0, "actors hosting the envs, each env pinned to one (round-robin); 0 = one actor per env. A hung or "
+        "dead actor fails every trajectory it hosts this turn and is replaced")
+    address: str = key("", 'the cluster to join ("auto", "ray://host:10001"); empty = a local ray.init')
+
+
+@dataclass
+class RolloutConfig:
+    """Collection: ``groups`` tasks × ``group_size`` trajectories per iteration. Choices are flat keys; the options
+    of one choice are its sub-section (``rollout.openai.*`` for ``engine=openai``, ...)."""
+
+    groups: int = key(8, "B: distinct tasks (initial states) per iteration")
+    group_size: int = key(4, "N: trajectories per task, all reset with the same seed")
+    max_steps: int = key(0, "per-episode step cap; 0 = the env's own cap")
+    max_response_tokens: int = key(64, "tokens one response (one agent turn) may have (>= 1)")
+    temperature: float = key(1.0, "sampling temperature of the rollout (>= 0; 0 = greedy)")
+    top_p: float = key(
+        1.0, "nucleus sampling: sample from the smallest token set with this much probability, in (0, 1]")
+    invalid_penalty: float = key(-0.1, "reward of an unparseable or inadmissible response (state unchanged)")
+    decoding: Literal["free", "constrained"] = key(
+        "free", '"free": the model writes any text, parsed into an action; "constrained": at each token only '
+        "continuations of an admissible action (the env's info[\"admissible_actions\"]) may be emitted, so "
+        "every action is valid (gigpo.agent.constrained); the learner re-applies the same masks")
+    mode: Literal["step", "concat"] = key(
+        "step",
+        '"step": a fresh prompt per turn (history window); "concat": the whole interaction is one sequence '
+        "(RAGEN; options in rollout.concat)")
+    concat: ConcatConfig = key(factory=ConcatConfig, doc="options of rollout.mode=concat")
+    dapo: DapoConfig = key(factory=DapoConfig, doc="DAPO's dynamic sampling and overlong shaping")
+    engine: Literal["hf", "openai", "vllm"] = key(
+        "hf",
+        "generation: \"hf\" (HF generate on the learner's model), \"openai\" (OpenAI-compatible completions "
+        'servers at rollout.openai.urls: gigpo serve or vLLM, weights pushed after each update) or "vllm" '
+        "(in-process vllm.LLM, CPU or CUDA; [vllm] extra). The names are gigpo.rollout.engines.ENGINES")
+    openai: OpenAIEngineConfig = key(factory=OpenAIEngineConfig, doc="options of rollout.engine=openai")
+    vllm: VllmEngineConfig = key(factory=VllmEngineConfig, doc="options of rollout.engine=vllm")
+    env_workers: Literal["inline", "process", "ray"] = key(
+        "inline",
+        'where env calls run: "inline" (a watchdog thread; a hung env is abandoned), "process" (one worker '
+        "process per env; a hung env is killed and a turn's steps run in parallel — for slow or crash-prone "
+        'envs) or "ray" (Ray actors, options in rollout.ray; needs the [ray] extra)')
+    ray: RayWorkersConfig = key(factory=RayWorkersConfig, doc="options of rollout.env_workers=ray")
+    env_timeout_s: float = key(
+        60.0, "seconds one env reset/step may take; a slower (hung) env ends its trajectory as failed and is "
+        "replaced")
+    async_: bool = key(
+        False,
+        "rollout.async (spelled async or async_): true overlaps rollout and update — the next iterations' "
+        "batches are collected (engine hf: in a worker process with its own CPU copy of the policy; engine "
+        "openai: on the servers, each pinned to the batch's version; engine vllm: refused) while "
+        "the learner updates, each batch by one policy version, rollout.max_staleness (>= 1) versions "
+        "behind; pair it with optim.offpolicy_correction (docs/results/async.md)")
+    max_staleness: int = key(
+        0,
+        "policy versions a batch's sampler may lag the learner: rollout.async needs s >= 1 (the batch of "
+        "iteration k is sampled by version max(0, k - 1 - s)); engine openai: a failed weight push is "
+        "tolerated this many versions; 0 = never stale")
