@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import warnings
+from pathlib import Path
 
 
 def _error(command: str, err: BaseException | str) -> int:
@@ -317,8 +319,20 @@ def _delegated(argv: list[str]) -> int | None:
     return None
 
 
+def _format_warning(message, category, filename, lineno, line=None) -> str:  # noqa: ANN001 - warnings' hook
+    """gigpo's own warnings (a deprecated config key, a skipped update) as one line, without the source line that
+    Python's default adds; other packages' warnings keep the default form with their location."""
+    if Path(filename).resolve().is_relative_to(Path(__file__).resolve().parent):
+        return f"gigpo: {category.__name__}: {message}\n"
+    return _DEFAULT_FORMAT(message, category, filename, lineno, line)
+
+
+_DEFAULT_FORMAT = warnings.formatwarning
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    warnings.formatwarning = _format_warning
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     delegated = _delegated(argv)
     if delegated is not None:

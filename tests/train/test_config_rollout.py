@@ -116,3 +116,17 @@ def test_a_run_written_before_the_split_resumes(tmp_path):
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in rows] == [1, 2]
     assert "openai" in yaml.safe_load(cfg_file.read_text())["rollout"]  # rewritten in the new layout
+
+
+def test_the_cli_prints_a_deprecation_as_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    old = tmp_path / "old.yaml"
+    old.write_text("rollout:\n  engine_timeout_s: 30\n  groups: 2\n")
+    done = subprocess.run([sys.executable, "-m", "gigpo", "train", "--config", str(old), "--print-config"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == ["gigpo: FutureWarning: config key rollout.engine_timeout_s is deprecated: "
+                                        "it is now rollout.openai.timeout_s"]
+    assert yaml.safe_load(done.stdout)["rollout"]["openai"]["timeout_s"] == 30.0
