@@ -20,7 +20,7 @@ def _error(command: str, err: BaseException | str) -> int:
 
 
 def _import_env_modules(args: argparse.Namespace) -> None:
-    """``--import MODULE`` (repeatable): modules that register user envs, imported before the config is read."""
+    """``--import MODULE`` (repeatable): modules that register user envs or estimators, imported before the config is read."""
     from gigpo.envs.registry import import_env_modules
 
     import_env_modules(getattr(args, "imports", None) or [])
@@ -229,7 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the resolved configuration (presets and overrides applied) as YAML and exit; "
                         "loads no env data and no model")
     t.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help="import MODULE first (repeatable): a module that registers envs with gigpo.envs.register")
+                   help="import MODULE first (repeatable): a module that registers envs (gigpo.envs.register) or "
+                        "estimators (gigpo.algo.registry.register_estimator)")
     t.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest intact checkpoint")
     t.add_argument("--allow-config-change", action="store_true",
                    help="with --resume: accept overrides that change what is trained (env, model, algorithm, ...)")
@@ -243,7 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
                "(see `gigpo eval --agent oracle --help`).",
     )
     e.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help="import MODULE first (repeatable): a module that registers envs with gigpo.envs.register")
+                   help="import MODULE first (repeatable): a module that registers envs (gigpo.envs.register) or "
+                        "estimators (gigpo.algo.registry.register_estimator)")
     e.add_argument("--checkpoint", help="run dir (newest checkpoint), checkpoint dir, or saved model dir")
     e.add_argument("--model", help="evaluate a model by name instead (tiny, smollm2-135m, HF id/path)")
     e.add_argument("--config", help="YAML file or preset (default: the run's own config, else quickstart)")
@@ -257,12 +259,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     ls = sub.add_parser("envs", help="list the registered environments")
     ls.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help="import MODULE first (repeatable): a module that registers envs with gigpo.envs.register")
+                   help="import MODULE first (repeatable): a module that registers envs (gigpo.envs.register) or "
+                        "estimators (gigpo.algo.registry.register_estimator)")
     ls.set_defaults(func=_envs)
 
     pl = sub.add_parser("play", help="play an env yourself in the terminal")
     pl.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help="import MODULE first (repeatable): a module that registers envs with gigpo.envs.register")
+                   help="import MODULE first (repeatable): a module that registers envs (gigpo.envs.register) or "
+                        "estimators (gigpo.algo.registry.register_estimator)")
     pl.add_argument("--env", default="gridgoal")
     pl.add_argument("--seed", type=int, default=0)
     pl.add_argument("options", nargs="*", metavar="key=value", help="env constructor options")
@@ -333,6 +337,13 @@ _DEFAULT_FORMAT = warnings.formatwarning
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     warnings.formatwarning = _format_warning
+    try:
+        return _main(argv)
+    finally:  # main() called from Python (a notebook, the tests) leaves the process's warning format as it was
+        warnings.formatwarning = _DEFAULT_FORMAT
+
+
+def _main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     delegated = _delegated(argv)
     if delegated is not None:

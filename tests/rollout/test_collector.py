@@ -1,6 +1,7 @@
 """The collector: groups, active-env-only generation, invalid actions, env crashes, step records."""
 
 import pytest
+import torch
 
 from gigpo.agent.prompt import PromptBuilder
 from gigpo.envs import make, register
@@ -39,6 +40,9 @@ register("test-scripted-length", ScriptedLengthEnv, "test env")
 
 
 def _collector(tiny, env_name="test-scripted-length", **env_kwargs):
+    # sampling draws from torch's global RNG: seeded, so a random-init model's response (which can be empty, an
+    # invalid action that does not step the env) is the same on every run, not a 1-in-10 flake
+    torch.manual_seed(0)
     engine = HFEngine(tiny.model, tiny.tokenizer, tiny.device)
     pb = PromptBuilder(tiny.tokenizer, 256, include_instructions=False)
     return Collector(lambda: make(env_name, **env_kwargs), engine, pb, max_response_tokens=2), engine

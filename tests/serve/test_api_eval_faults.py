@@ -131,6 +131,26 @@ def test_resume_skips_finished_seeds_and_reruns_failed_ones(tmp_path):
                            output_dir=tmp_path / "concat")
 
 
+def test_an_output_folder_of_an_older_gigpo_resumes_and_holds_no_engine_keys(tmp_path):
+    """The identity names the rollout keys that shape episodes: a folder written before the rollout split (every
+    flat rollout key, an API key among them) resumes, and a new one records no URL or key."""
+    from gigpo.serve.evaluate_api import IDENTITY_ROLLOUT_KEYS
+
+    cfg = load_config(None, SHORT)
+    with FakeAPI() as api:
+        client = ChatClient(api.url)
+        run_api_evaluation(cfg, client, "fake-model", episodes=1, concurrency=1, output_dir=tmp_path)
+        meta = next(p for p in tmp_path.iterdir() if p.suffix == ".json" and "identity" in p.read_text())
+        data = json.loads(meta.read_text())
+        assert set(data["identity"]["rollout"]) == set(IDENTITY_ROLLOUT_KEYS)
+        old_rollout = {**data["identity"]["rollout"], "groups": 8, "temperature": 1.0, "engine_urls": "",
+                       "engine_api_key": "s3cret", "max_context_tokens": 0, "dynamic_sampling": False}
+        meta.write_text(json.dumps({**data, "identity": {**data["identity"], "rollout": old_rollout}}))
+        _, results = run_api_evaluation(cfg, client, "fake-model", episodes=2, concurrency=1, output_dir=tmp_path)
+        client.close()
+    assert len(results) == 2 and not any(r.failed for r in results)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -84,8 +84,8 @@ def test_field_comments_join_every_line():
     prompt = field_comments(PromptConfig)
     assert prompt["instructions"].startswith("include the env's rules") and prompt["instructions"].endswith(
         "several times cheaper)")
-    assert prompt["history_length"] == "last-k (observation, action) pairs shown in the prompt"
-    assert field_comments(TrainConfig)["threads"].startswith("torch CPU threads (0 = torch's default).")
+    assert prompt["history_length"] == "last-k (observation, action) pairs shown in the prompt (>= 0)"
+    assert field_comments(TrainConfig)["threads"].startswith("torch CPU threads (>= 0; 0 = torch's default).")
 
 
 def test_describe_lists_the_algorithm_table():

@@ -70,8 +70,17 @@ def test_the_new_keys_load_without_a_note_and_sub_sections_are_not_keys():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         cfg = load_config(None, ["rollout.engine=hf", "rollout.dapo.max_rounds=6", "rollout.ray.num_actors=0",
-                                 "rollout.concat.limit_policy=truncate", "rollout.vllm.enforce_eager=true"])
+                                 "algorithm=grpo", "rollout.mode=concat", "rollout.concat.limit_policy=truncate"])
     assert (cfg.rollout.dapo.max_rounds, cfg.rollout.concat.limit_policy) == (6, "truncate")
+    # a choice's options while another is chosen would be ignored: one line naming them
+    with pytest.raises(ConfigError, match=r"^rollout.vllm.enforce_eager is set but rollout.engine='hf': "
+                                          r"rollout.vllm holds the options of rollout.engine=vllm$"):
+        load_config(None, ["rollout.vllm.enforce_eager=true"])
+    with pytest.raises(ConfigError, match=r"^rollout.openai.model, rollout.openai.timeout_s are set but "
+                                          r"rollout.engine='hf'"):
+        load_config(None, ["rollout.openai.timeout_s=9", "rollout.openai.model=m"])
+    with pytest.raises(ConfigError, match="rollout.concat.max_tokens is set but rollout.mode='step'"):
+        load_config(None, ["rollout.concat.max_tokens=512"])
     with pytest.raises(ConfigError, match="'rollout.openai' is a sub-section; set one of its keys"):
         load_config(None, ["rollout.openai=http://x"])
     with pytest.raises(ConfigError, match="rollout.openai keys are: api_key, max_retries, model, timeout_s, urls"):
@@ -111,8 +120,10 @@ def test_a_run_written_before_the_split_resumes(tmp_path):
     old = _to_old_layout(yaml.safe_load(cfg_file.read_text()))
     assert "engine_urls" in old["rollout"] and "dynamic_sampling" in old["rollout"]
     cfg_file.write_text(yaml.safe_dump(old, sort_keys=False))
-    with pytest.warns(FutureWarning, match="rollout.engine_urls is deprecated"):
+    with pytest.warns(FutureWarning, match=rf"written by an older gigpo: {len(ROLLOUT_RENAMES)} keys were "
+                                           r"renamed .*rollout.max_context_tokens -> rollout.concat.max_tokens") as notes:
         assert main(["train", "--resume", str(run), "train.iterations=2"]) == 0
+    assert len([n for n in notes if issubclass(n.category, FutureWarning)]) == 1  # one note, not one per key
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in rows] == [1, 2]
     assert "openai" in yaml.safe_load(cfg_file.read_text())["rollout"]  # rewritten in the new layout
@@ -123,10 +134,10 @@ def test_the_cli_prints_a_deprecation_as_one_line(tmp_path):
     import sys
 
     old = tmp_path / "old.yaml"
-    old.write_text("rollout:\n  engine_timeout_s: 30\n  groups: 2\n")
+    old.write_text("rollout:\n  max_rounds: 7\n  groups: 2\n")
     done = subprocess.run([sys.executable, "-m", "gigpo", "train", "--config", str(old), "--print-config"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stderr.splitlines() == ["gigpo: FutureWarning: config key rollout.engine_timeout_s is deprecated: "
-                                        "it is now rollout.openai.timeout_s"]
-    assert yaml.safe_load(done.stdout)["rollout"]["openai"]["timeout_s"] == 30.0
+    assert done.stderr.splitlines() == ["gigpo: FutureWarning: config key rollout.max_rounds is deprecated: "
+                                        "it is now rollout.dapo.max_rounds"]
+    assert yaml.safe_load(done.stdout)["rollout"]["dapo"]["max_rounds"] == 7

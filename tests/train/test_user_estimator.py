@@ -141,3 +141,65 @@ def test_help_lists_an_imported_estimator_and_its_options(tmp_path, monkeypatch,
     assert main(["train", "--import", "no_such_module_xyz", "--help"]) == 2
     assert "no module named 'no_such_module_xyz'" in capsys.readouterr().err
     sys.modules.pop("user_scaled_help_mod", None)
+
+
+CRITIC_KL_MODULE = '''
+import numpy as np
+from gigpo.algo.registry import Estimate, register_estimator
+
+
+@register_estimator("user-critic", description="user test: return minus the critic's value", needs_values=True)
+def user_critic(batch, common, options):
+    t = np.unique(np.asarray(batch.traj_id), return_inverse=True)[1].reshape(-1)
+    ret = np.bincount(t, weights=np.asarray(batch.reward, dtype=float))[t]
+    return Estimate(ret - batch.values, value_targets=ret, stats={"user/values_given": float(batch.values is not None)})
+
+
+@register_estimator("user-kl", description="user test: return minus a KL penalty", needs_kl=True)
+def user_kl(batch, common, options):
+    t = np.unique(np.asarray(batch.traj_id), return_inverse=True)[1].reshape(-1)
+    ret = np.bincount(t, weights=np.asarray(batch.reward, dtype=float))[t]
+    return Estimate(ret - 0.1 * batch.kl, stats={"user/kl_given": float(batch.kl is not None)})
+'''
+
+
+def test_imported_critic_and_kl_estimators_get_values_and_a_reference(tmp_path, monkeypatch):
+    """A user's needs_values estimator trains a value head with algorithm.ppo's value keys (allowed for it); a
+    needs_kl one gets per-row KL to a reference model without any REINFORCE++ key."""
+    from gigpo.cli import main
+
+    (tmp_path / "user_critic_kl_mod.py").write_text(CRITIC_KL_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "_ESTIMATORS", dict(registry._ESTIMATORS))
+    monkeypatch.delitem(sys.modules, "user_critic_kl_mod", raising=False)
+    base = ["train", "--import", "user_critic_kl_mod", "--config", "lock", "train.iterations=2",
+            "train.progress=false", "rollout.groups=2", "train.eval_episodes=0"]
+    for name, extra, stat in (("user-critic", ["algorithm.ppo.value_lr=0.001"], "user/values_given"),
+                              ("user-kl", [], "user/kl_given")):
+        run = tmp_path / name
+        assert main([*base, f"algorithm={name}", f"train.run_dir={run}", *extra]) == 0
+        rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        assert len(rows) == 2
+        assert all(next(v for k, v in r.items() if k.endswith(stat)) == 1.0 for r in rows)
+    sys.modules.pop("user_critic_kl_mod", None)
+
+
+def test_a_same_named_function_elsewhere_cannot_replace_an_estimator_and_modes_are_not_algorithms(monkeypatch):
+    from gigpo.train.algorithms import algorithm_names, spec_of
+    from gigpo.train.config import ConfigError, load_config
+
+    monkeypatch.setattr(registry, "_ESTIMATORS", dict(registry._ESTIMATORS))
+    builtin = registry.get_estimator("gigpo").fn
+
+    def impostor(batch, common, options):
+        return None
+
+    impostor.__qualname__ = builtin.__qualname__  # same name, another module: not the built-in imported again
+    with pytest.raises(ValueError, match="estimator 'gigpo' is already registered"):
+        registry.register_estimator("gigpo", description="d")(impostor)
+    assert registry.get_estimator("gigpo").fn is builtin
+    # verl-agent's estimator is a mode of gigpo/grpo/rloo (algorithm.compat), not an algorithm of its own
+    assert "verl-agent" not in algorithm_names()
+    with pytest.raises(ConfigError, match="'verl-agent' is not one of"):
+        spec_of("verl-agent")
+    assert load_config(None, ["algorithm.compat=verl-agent"]).algorithm.compat == "verl-agent"

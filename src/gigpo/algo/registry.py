@@ -106,9 +106,12 @@ class NoOptions:
 class Estimator:
     """A registered estimator. ``step_term``: "never" (no step groups), "optional" (adds GiGPO's step term when
     ``common.step``: the ``+step`` algorithms) or "always" (needs anchors); ``needs_values`` (a critic's V per row,
-    trains a value head), ``needs_kl`` (per-row KL to the reference model); ``options``: its options dataclass,
+    trains a value head whose settings are ``algorithm.ppo``'s value keys), ``needs_kl`` (per-row KL to the
+    reference model, kept while the options' optional ``reads_kl()`` is true); ``options``: its options dataclass,
     exposed as config sub-section ``algorithm.<section>`` (``section`` defaults to the name, "+" spelt "p");
-    ``exact_anchors``: its step groups need exact keys (no similarity grouping)."""
+    ``exact_anchors``: its step groups need exact keys (no similarity grouping); ``selectable``: false for an
+    estimator that is a mode of others, not an ``algorithm=`` of its own (verl-agent's, chosen by
+    ``algorithm.compat``)."""
 
     name: str
     fn: Callable[[StepBatch, Common, Any], Estimate]
@@ -119,6 +122,7 @@ class Estimator:
     needs_kl: bool = False
     section: str = ""
     exact_anchors: bool = False
+    selectable: bool = True
 
     def has_options(self) -> bool:
         return bool(dataclasses.fields(self.options))
@@ -147,6 +151,7 @@ def register_estimator(
     needs_kl: bool = False,
     section: str = "",
     exact_anchors: bool = False,
+    selectable: bool = True,
 ) -> Callable[[Callable], Callable]:
     """Decorator: register ``fn(batch: StepBatch, common: Common, options) -> Estimate`` as estimator ``name``.
 
@@ -160,17 +165,22 @@ def register_estimator(
 
     def deco(fn: Callable) -> Callable:
         old = _ESTIMATORS.get(name)
-        if old is not None and getattr(old.fn, "__qualname__", None) != getattr(fn, "__qualname__", None):
+        if old is not None and _where(old.fn) != _where(fn):
             raise ValueError(f"estimator {name!r} is already registered (by {old.fn.__module__})")
         taken = [e.name for e in _ESTIMATORS.values() if e.section == sec and e.name != name and e.has_options()]
         if taken and dataclasses.fields(options):  # one sub-section per estimator: its options, nobody else's
             raise ValueError(f"estimator {name!r}: config section algorithm.{sec} is estimator {taken[0]!r}'s; "
                              "pass section=<another name>")
         _ESTIMATORS[name] = Estimator(name, fn, description, options, step_term, needs_values, needs_kl, sec,
-                                      exact_anchors)
+                                      exact_anchors, selectable)
         return fn
 
     return deco
+
+
+def _where(fn: Callable) -> tuple[str, str]:
+    """Where a function is defined: the same pair means the same function, its module imported again."""
+    return getattr(fn, "__module__", ""), getattr(fn, "__qualname__", "")
 
 
 def get_estimator(name: str) -> Estimator:

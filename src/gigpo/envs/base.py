@@ -15,7 +15,7 @@ class StepInfo(TypedDict, total=False):
     ``task``: the goal/instruction text shown in every prompt (``""`` when none). ``state_key``: a hashable true
     state (the anchor of exact grouping; dicts and lists are keyed by value). ``admissible_actions``: the valid
     actions now, or None when the env cannot enumerate them. ``won``: the episode succeeded (step). ``action_valid``:
-    the action was understood and applied (step). ``score``: a finite number in [0, 1] (default ``float(won)``).
+    the action was understood and applied (step). ``score``: a finite number (checked), by convention in [0, 1] (default ``float(won)``).
     ``truncated``: the episode was cut by a time/step limit — ``done`` is then True, but the state after the step
     is not terminal, so value-based estimators (GAE) bootstrap there.
     """

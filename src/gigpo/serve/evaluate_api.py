@@ -161,12 +161,26 @@ def format_results(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+#: The rollout keys that shape an API agent's episodes. Named, not "all of rollout": the engine keys (URLs, an API
+#: key) do not belong in the identity file, and an output folder written before the rollout section was split
+#: into sub-sections still resumes (these names did not change).
+IDENTITY_ROLLOUT_KEYS = ("max_steps", "max_response_tokens", "top_p", "invalid_penalty", "decoding", "mode")
+
+
 def _identity(cfg: Config, model: str, seed: int, temperature: float) -> dict[str, Any]:
     """What must not change between a run and its resumption (URL, concurrency and episode count may)."""
     c = cfg.to_dict()
     return {"agent": f"openai:{model}", "seed": seed, "temperature": temperature, "env": c["env"],
-            "prompt": c["prompt"], "rollout": {k: v for k, v in c["rollout"].items() if k not in ("groups",
-                                                                                             "group_size")}}
+            "prompt": c["prompt"], "rollout": {k: c["rollout"][k] for k in IDENTITY_ROLLOUT_KEYS}}
+
+
+def _same_evaluation(stored: Any, ident: dict[str, Any]) -> bool:
+    """``stored`` (an output folder's identity, possibly written by an older gigpo with every rollout key) is
+    the evaluation ``ident`` describes."""
+    if not isinstance(stored, dict) or not isinstance(stored.get("rollout"), dict):
+        return False
+    rollout = {k: stored["rollout"].get(k, "<missing>") for k in IDENTITY_ROLLOUT_KEYS}
+    return {**stored, "rollout": rollout} == ident
 
 
 def _write_transcript(out_dir: Path, r: EpisodeResult) -> None:
@@ -200,7 +214,7 @@ def run_api_evaluation(
     ``trajectories/``); a rerun skips seeds that finished without failure and retries the failed ones.
     Returns the summary over all ``episodes`` seeds and their results in seed order.
     """
-    if getattr(cfg.rollout, "mode", "step") != "step":
+    if cfg.rollout.mode != "step":
         raise ConfigError("rollout.mode=concat feeds the model one growing token sequence; an API agent gets "
                           "per-step chat messages — evaluate it with rollout.mode=step")
     out = Path(output_dir)
@@ -210,7 +224,7 @@ def run_api_evaluation(
     meta = out / META
     if meta.exists():
         old = json.loads(meta.read_text())
-        if old.get("identity") != ident:
+        if not _same_evaluation(old.get("identity"), ident):
             raise ConfigError(f"{out} holds results of a different evaluation (agent, env, prompt, rollout, seed or "
                               "temperature differ); choose another --output")
     else:

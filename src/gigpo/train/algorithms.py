@@ -31,6 +31,11 @@ from gigpo.train.presets import ALGO_PRESET_DIR
 #: Policy losses with :func:`gigpo.algo.losses.policy_loss`'s signature.
 PPO_LOSS = "gigpo.algo.losses:policy_loss"
 GSPO_LOSS = "gigpo.algo.losses:gspo_loss"
+#: Sub-sections the trainer reads for every estimator of a kind, not only their own estimator's: the value head's
+#: settings (``value_coef``, ``value_clip``, ``value_lr``) for any critic estimator (``needs_values``), the KL reward
+#: coefficient for REINFORCE++-style ones (``needs_kl``).
+VALUE_HEAD_SECTION = "ppo"
+KL_REWARD_SECTION = "reinforce_pp"
 #: Estimators that ``algorithm.compat=verl-agent`` replaces by the reproduction of the official code.
 VERL_AGENT_REPLACES = ("gigpo", "grpo", "rloo")
 
@@ -100,15 +105,15 @@ ALGORITHMS = tuple(SPECS)
 
 
 def algorithm_names() -> tuple[str, ...]:
-    """The table's names, then every registered estimator without an entry (GraphGPO, a user's)."""
-    return tuple(SPECS) + tuple(n for n in registered() if n not in SPECS)
+    """The table's names, then every selectable registered estimator without an entry (GraphGPO, a user's)."""
+    return tuple(SPECS) + tuple(n for n, e in registered().items() if n not in SPECS and e.selectable)
 
 
 def spec_of(name: str) -> AlgoSpec:
     if name in SPECS:
         return SPECS[name]
     est = registered().get(name)
-    if est is None:
+    if est is None or not est.selectable:
         raise ConfigError(f"algorithm.name: {name!r} is not one of {', '.join(algorithm_names())}")
     return AlgoSpec(est.description, estimator=name, step=est.step_term == "always", episode=None)
 
@@ -127,6 +132,16 @@ def resolve_estimator(cfg: Any) -> tuple[Estimator, Common, Any]:
         est = get_estimator("verl-agent")
     options = getattr(a, est.section, None) if est.has_options() else None
     return est, common, options if options is not None else est.options()
+
+
+def needs_reference(cfg: Any) -> bool:
+    """A frozen reference model is kept when the loss has a KL term (``optim.kl_coef > 0``) or the estimator reads
+    per-row KL (``needs_kl``), unless its options say they do not at their values (``reads_kl()``: REINFORCE++
+    with β = 0)."""
+    if cfg.optim.kl_coef > 0:
+        return True
+    est, _, options = resolve_estimator(cfg)
+    return est.needs_kl and bool(getattr(options, "reads_kl", lambda: True)())
 
 
 def preset_overrides(name: str) -> dict[str, Any]:
@@ -154,14 +169,18 @@ def check_algorithm(cfg: Any, check: Callable[[bool, str], None]) -> None:
     """
     a, r, o = cfg.algorithm, cfg.rollout, cfg.optim
     spec = spec_of(a.name)
-    est, _, options = resolve_estimator(cfg)
+    try:  # Common checks ω (registry.check_step_weight: the one rule for it)
+        est, _, options = resolve_estimator(cfg)
+    except ValueError as err:
+        raise ConfigError(f"algorithm.{err}") from None
     try:
         options.check()
     except ValueError as err:  # the estimator's own rule, named by its sub-section
         raise ConfigError(f"algorithm.{est.section} ({a.name}): {err}") from None
+    shared = ({VALUE_HEAD_SECTION} if est.needs_values else set()) | ({KL_REWARD_SECTION} if est.needs_kl else set())
     for other in registered().values():  # a sub-section only its estimator reads: set for another is a mistake
         sub = getattr(a, other.section, None) if other.has_options() else None
-        if sub is not None and other.name != est.name and sub != other.options():
+        if sub is not None and other.name != est.name and other.section not in shared and sub != other.options():
             changed = ", ".join(f"algorithm.{other.section}.{k}" for k, v in vars(sub).items()
                                 if v != getattr(other.options(), k))
             check(False, f"{changed} is read by algorithm {other.name} only, not {a.name!r}")
@@ -183,7 +202,7 @@ def check_algorithm(cfg: Any, check: Callable[[bool, str], None]) -> None:
     if r.mode == "concat":
         check(not spec.step_level,
               f"rollout.mode=concat gives one row per trajectory, so the step-level term of {a.name!r} is "
-              f"undefined; use {', '.join(n for n, s in SPECS.items() if not s.step_level)}")
+              f"undefined; use {', '.join(n for n in algorithm_names() if not spec_of(n).step_level)}")
         check(r.concat.max_tokens == 0 or r.concat.max_tokens >= r.max_response_tokens + 16,
               f"rollout.concat.max_tokens={r.concat.max_tokens} is too small for one turn: it must hold a prompt "
               f"(>= 16 tokens) plus rollout.max_response_tokens={r.max_response_tokens}")

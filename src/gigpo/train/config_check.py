@@ -113,7 +113,6 @@ def validate(cfg: Config) -> None:
     check_rollout_engines(cfg)  # engines, URLs, weight sync; constrained decoding on hf or vLLM
     _check(o.offpolicy_cap >= 1, f"optim.offpolicy_cap must be >= 1, got {o.offpolicy_cap}")
     _check(0 <= a.gamma <= 1, "algorithm.gamma must be in [0, 1]")
-    _check(a.step_weight >= 0, "algorithm.step_weight must be >= 0")
     _check(a.std_ddof in (0, 1), "algorithm.std_ddof must be 0 (population std) or 1 (unbiased)")
     _check(a.compat in (None, "verl-agent"), "algorithm.compat must be null or 'verl-agent'")
     _check(a.compat is None or a.std_ddof == 1,

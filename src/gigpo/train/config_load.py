@@ -179,8 +179,10 @@ def load_config(path: str | None = None, overrides: list[str] | dict | None = No
     :func:`validate`."""
     cfg = Config()
     data = read_config_file(resolve_config_path(path or "quickstart"))
-    file_flat = _flatten(data)
+    # renamed once here, so each old key is one note although the file is applied twice (probe, then for real)
+    file_flat = {renamed_key(k): v for k, v in _flatten(data).items()}
     cli_flat = (parse_cli_overrides(overrides) if isinstance(overrides, list) else dict(overrides)) if overrides else {}
+    cli_flat = {renamed_key(k): v for k, v in cli_flat.items()}
     # First pass: which algorithm? Its preset (configs/algos/) then sits below the file and the CLI.
     probe = apply_overrides(Config(), file_flat)
     apply_overrides(probe, cli_flat)
@@ -193,8 +195,24 @@ def load_config(path: str | None = None, overrides: list[str] | dict | None = No
 
 
 def config_from_dict(data: dict) -> Config:
-    """Rebuild a Config from :meth:`Config.to_dict` output (e.g. a run directory's config.yaml)."""
+    """Rebuild a Config from :meth:`Config.to_dict` output (e.g. a run directory's config.yaml). A config.yaml
+    written by an older gigpo holds every key, so its renamed ones are one note, not one per key."""
     cfg = Config()
-    apply_overrides(cfg, _flatten(data))
+    with warnings.catch_warnings(record=True) as notes:
+        warnings.simplefilter("always", FutureWarning)
+        apply_overrides(cfg, _flatten(data))
+    renamed = []
+    for n in notes:
+        old = str(n.message).removeprefix("config key ").split(" is deprecated")[0]
+        if issubclass(n.category, FutureWarning) and old in RENAMED_KEYS:
+            renamed.append(old)
+        else:  # anything else is passed on as it was
+            warnings.warn_explicit(n.message, n.category, n.filename, n.lineno)
+    if renamed:
+        many = len(renamed) > 1
+        warnings.warn(f"this config was written by an older gigpo: {len(renamed)} key{'s' * many} "
+                      f"{'were' if many else 'was'} renamed and load{'' if many else 's'} under the new name"
+                      f"{'s' * many} ({', '.join(f'{k} -> {RENAMED_KEYS[k]}' for k in renamed[:3])}"
+                      f"{', ...' if len(renamed) > 3 else ''}; docs/configuration.md)", FutureWarning, stacklevel=2)
     validate(cfg)
     return cfg

@@ -3,6 +3,7 @@ no torch, no network: reachability of ``rollout.openai.urls`` is checked by the 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 from typing import Any
@@ -14,6 +15,30 @@ from gigpo.train.config_error import ConfigError
 def engine_urls(cfg: Any) -> list[str]:
     """``rollout.openai.urls`` split on commas, blanks dropped."""
     return [u.strip() for u in cfg.rollout.openai.urls.split(",") if u.strip()]
+
+
+#: ``rollout.<sub-section>`` -> (the choice key, the value whose options it holds): the rule of
+#: :mod:`gigpo.train.config_schema_rollout`, checked by :func:`check_choice_options`.
+CHOICE_OPTIONS = {"concat": ("mode", "concat"), "openai": ("engine", "openai"), "vllm": ("engine", "vllm"),
+                  "ray": ("env_workers", "ray")}
+
+
+def check_choice_options(cfg: Any) -> None:
+    """A choice's options set while another is chosen are a mistake (they would be ignored): one ConfigError
+    naming them, as for another estimator's ``algorithm.<section>``."""
+    r = cfg.rollout
+    for sub, (choice, value) in CHOICE_OPTIONS.items():
+        chosen = getattr(r, choice)
+        if chosen == value:
+            continue
+        opts = getattr(r, sub)
+        default = type(opts)()
+        changed = [f"rollout.{sub}.{f.name}" for f in dataclasses.fields(opts)
+                   if getattr(opts, f.name) != getattr(default, f.name)]
+        if changed:
+            raise ConfigError(f"{', '.join(changed)} {'is' if len(changed) == 1 else 'are'} set but "
+                              f"rollout.{choice}={chosen!r}: rollout.{sub} holds the options of "
+                              f"rollout.{choice}={value}")
 
 
 def check_rollout_engines(cfg: Any) -> None:
@@ -62,3 +87,4 @@ def check_rollout_engines(cfg: Any) -> None:
     check(weight_sync == "auto" or r.engine == "openai",
           f"rollout.openai.weight_sync applies to rollout.engine=openai (got rollout.engine={r.engine}; the in-process "
           "vllm engine reloads full weights, LoRA merged)")
+    check_choice_options(cfg)  # after the specific rules above, whose messages say more

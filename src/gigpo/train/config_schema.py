@@ -69,13 +69,13 @@ class PromptConfig:
     format: Literal["plain", "think-action"] = key(
         "plain", "\"plain\": the response's first line is the action; \"think-action\": "
         "``<think>…</think><action>…</action>``.")
-    history_length: int = key(2, "last-k (observation, action) pairs shown in the prompt")
+    history_length: int = key(2, "last-k (observation, action) pairs shown in the prompt (>= 0)")
     instructions: bool = key(
         True,
         "include the env's rules as the system message (a random-init model cannot read them; dropping the "
         "constant text makes its steps several times cheaper)")
     show_admissible: bool = key(True, "list the admissible actions when the env knows them")
-    max_prompt_tokens: int = key(2048, "history shrinks, then the observation is truncated to fit")
+    max_prompt_tokens: int = key(2048, "prompt token limit (>= 16): history shrinks, then the observation is truncated to fit")
     require_think: bool = key(False, 'with "think-action", a response without <think>…</think> is invalid')
 
 
@@ -87,16 +87,16 @@ class AlgorithmKeys:
     name: str = key(
         "gigpo", "the algorithm (the table at the end of --help); a registered estimator's name works too")
     episode_estimator: Literal["grpo", "rloo"] = key("grpo", "episode-level term used by ``gigpo``")
-    gamma: float = key(0.95, "γ of the step-level discounted return R_t = r_t + γ R_{t+1}")
-    step_weight: float = key(1.0, "ω in A = A_E + ω A_S")
+    gamma: float = key(0.95, "γ of the step-level discounted return R_t = r_t + γ R_{t+1}, in [0, 1]")
+    step_weight: float = key(1.0, "ω in A = A_E + ω A_S (finite, >= 0)")
     normalize: Literal["mean_std", "mean"] = key(
         "mean_std",
         'group normalisation of both terms: "mean_std" (A = (x − mean) / std) or "mean" (A = x − mean)')
     std_ddof: int = key(
         1,
-        "ddof of the std in normalize=\"mean_std\" (both terms): 1 = torch.std, as the authors' code, verl "
+        "ddof of the std in normalize=\"mean_std\" (both terms), 0 or 1: 1 = torch.std, as the authors' code, verl "
         "and TRL")
-    compat: Any = key(
+    compat: Literal["verl-agent"] | None = key(
         None, 'null or "verl-agent": gigpo/grpo/rloo (and variants) by the estimator reproducing the official '
         "code's numerics (gigpo.algo.estimators.verl_agent)")
 
@@ -149,7 +149,7 @@ class GroupingConfig:
         'threshold by "ro" (Ratcliff–Obershelp), "indel" (rapidfuzz) or "minhash" (token Jaccard estimate)')
     threshold: float = key(0.9, "similarity metrics: two anchors match when their score is ≥ this, in (0, 1]")
     history: int = key(
-        0, "k > 0: a step's anchor is its key plus the keys of its trajectory's k previous steps (exact / "
+        0, "k >= 0; k > 0: a step's anchor is its key plus the keys of its trajectory's k previous steps (exact / "
         "state_key)")
 
 
@@ -163,20 +163,20 @@ class OptimConfig:
         'learning-rate schedule over iterations: "constant", or "linear"/"cosine" decay from lr to '
         "lr·min_lr_ratio")
     min_lr_ratio: float = key(0.1, "linear/cosine schedules decay to lr · min_lr_ratio, in [0, 1]")
-    warmup_iterations: int = key(0, "linear warm-up from 0 over the first iterations")
+    warmup_iterations: int = key(0, "linear warm-up from 0 over the first iterations (>= 0)")
     weight_decay: float = key(0.0, "AdamW weight decay (>= 0)")
     betas: tuple = key((0.9, 0.999), "AdamW's (β1, β2), each in [0, 1)")
-    grad_clip: float = key(1.0, "clip the gradient's global norm to this (0 = no clipping)")
+    grad_clip: float = key(1.0, "clip the gradient's global norm to this (>= 0; 0 = no clipping)")
     ppo_epochs: int = key(1, "passes over each rollout (>= 1)")
-    mini_batches: int = key(1, "optimizer steps per epoch (the rollout is split into this many mini-batches)")
-    micro_batch_size: int = key(16, "rows per forward pass; sets peak memory, not the math")
-    clip_low: float = key(0.2, "ε_low of the clipped ratio (1 - ε_low)")
-    clip_high: float = key(0.2, "ε_high (1 + ε_high); > clip_low is DAPO's clip-higher")
+    mini_batches: int = key(1, "optimizer steps per epoch (>= 1; the rollout is split into this many mini-batches)")
+    micro_batch_size: int = key(16, "rows per forward pass (>= 1); sets peak memory, not the math")
+    clip_low: float = key(0.2, "ε_low of the clipped ratio (1 - ε_low), >= 0 (< 1 for gspo)")
+    clip_high: float = key(0.2, "ε_high (1 + ε_high), >= 0; > clip_low is DAPO's clip-higher")
     loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-sum-over-constant"] = key(
         "token-mean",
         'how token losses become one number: "token-mean" over all tokens, "seq-mean-token-mean" (mean per '
         'sequence, then over sequences), "seq-mean-token-sum", "seq-sum-over-constant" (Dr. GRPO)')
-    kl_coef: float = key(0.0, "> 0 keeps a frozen reference model and adds a KL penalty to the loss")
+    kl_coef: float = key(0.0, ">= 0; > 0 keeps a frozen reference model and adds a KL penalty to the loss")
     kl_kind: Literal["k1", "k2", "k3"] = key(
         "k3",
         "estimator of KL(π‖π_ref) in the loss: \"k1\" (log-ratio), \"k2\" (½ log-ratio²), \"k3\" (Schulman's "
@@ -201,15 +201,15 @@ class TrainConfig:
         0, "seed of every random draw (tasks, sampling, shuffles), >= 0; a resume replays the same draws")
     run_dir: str = key("", "empty: runs/<env>-<algorithm>-<timestamp>")
     eval_every: int = key(
-        10, "0 disables periodic evaluation (a final one still runs when eval_episodes > 0)")
-    eval_episodes: int = key(64, "held-out episodes per evaluation (0 = no evaluation)")
-    eval_temperature: float = key(0.0, "0 = greedy")
-    checkpoint_every: int = key(10, "iterations between checkpoints (0 = only at the end)")
+        10, "iterations between evaluations (>= 0; 0 disables periodic evaluation, a final one still runs when eval_episodes > 0)")
+    eval_episodes: int = key(64, "held-out episodes per evaluation (>= 0; 0 = no evaluation)")
+    eval_temperature: float = key(0.0, "sampling temperature of evaluation (>= 0; 0 = greedy)")
+    checkpoint_every: int = key(10, "iterations between checkpoints (>= 0; 0 = only at the end)")
     keep_checkpoints: int = key(2, "newest checkpoints of this run to keep (>= 1)")
-    sample_trajectories: int = key(2, "trajectories written as readable text per iteration")
+    sample_trajectories: int = key(2, "trajectories written as readable text per iteration (>= 0)")
     progress: bool = key(True, "show one progress bar (false: one log line per iteration)")
     threads: int = key(
-        0, "torch CPU threads (0 = torch's default). Tiny models on small CPUs run faster on 1 thread: their "
+        0, "torch CPU threads (>= 0; 0 = torch's default). Tiny models on small CPUs run faster on 1 thread: their "
         "ops are too small to split, and a busy core makes the other thread wait.")
     tensorboard: bool = key(False, 'the same as "tensorboard" in train.loggers (kept for old configs)')
     loggers: Any = key(
@@ -226,27 +226,27 @@ class TrainConfig:
         0.9, "health alert collapse: sampled success reached >= this, then fell to <= health_collapse_low "
         "within health_collapse_window iterations (in [0, 1])")
     health_collapse_low: float = key(0.5, "see health_collapse_high (in [0, 1], < health_collapse_high)")
-    health_collapse_window: int = key(50, "iterations of the collapse alert's window (0 disables the alert)")
+    health_collapse_window: int = key(50, "iterations of the collapse alert's window (>= 0; 0 disables the alert)")
     health_entropy_ratio: float = key(
         0.1, "health alert entropy: entropy fell to <= this fraction of its first iterations' mean while "
         "sampled success is below health_collapse_high (in [0, 1); 0 disables)")
     health_no_signal_iterations: int = key(
         10, "health alert no_signal: this many iterations in a row with every advantage 0 (every group's "
-        "returns equal); 0 disables")
+        "returns equal); >= 0, 0 disables")
     overwrite: bool = key(
         False,
         "a fresh run into a directory that holds checkpoints or metrics: false refuses, true clears it first")
     max_failed_iterations: int = key(
-        3, "stop (exit 1) after this many consecutive iterations in which every trajectory failed")
+        3, "stop (exit 1) after this many consecutive iterations in which every trajectory failed (>= 1)")
     parallel: Literal["auto", "none", "ddp", "fsdp"] = key(
         "auto",
         'data parallelism under ``torchrun`` (docs/scaling.md): "ddp" replicates the model, "fsdp" shards it '
         '(FSDP2, per decoder layer); "auto": ddp when WORLD_SIZE > 1. One process always trains plainly.')
     rollout_shards: int = key(
-        0, "S: the rollout's groups are cut into S shards, each sampled from its own seed; 0 = one per rank. "
+        0, "S >= 0: the rollout's groups are cut into S shards, each sampled from its own seed; 0 = one per rank. "
         "One process with rollout_shards=K collects what K ranks do (a multiple of the number of ranks)")
     dist_timeout_s: float = key(
-        300.0, "seconds a rank waits on the others in a collective before the job fails")
+        300.0, "seconds a rank waits on the others in a collective before the job fails (> 0)")
 
 
 @dataclass

@@ -22,7 +22,7 @@ from gigpo.algo.registry import option as key
 class ConcatConfig:
     """``rollout.mode=concat`` (RAGEN): the whole interaction is one growing token sequence."""
 
-    max_tokens: int = key(0, "sequence limit incl. the next response; 0 = the model's max positions")
+    max_tokens: int = key(0, "sequence limit incl. the next response (0, or >= max_response_tokens + 16); 0 = the model's max positions")
     limit_policy: Literal["stop", "truncate"] = key(
         "stop", 'when the next turn would not fit: "stop" ends the episode, "truncate" drops the oldest turns')
 
@@ -76,7 +76,7 @@ class RayWorkersConfig:
     """``rollout.env_workers=ray``: the envs live in Ray actors (the [ray] extra)."""
 
     num_actors: int = key(
-        0, "actors hosting the envs, each env pinned to one (round-robin); 0 = one actor per env. A hung or "
+        0, "actors hosting the envs (>= 0), each env pinned to one (round-robin); 0 = one actor per env. A hung or "
         "dead actor fails every trajectory it hosts this turn and is replaced")
     address: str = key("", 'the cluster to join ("auto", "ray://host:10001"); empty = a local ray.init')
 
@@ -86,9 +86,9 @@ class RolloutConfig:
     """Collection: ``groups`` tasks × ``group_size`` trajectories per iteration. Choices are flat keys; the options
     of one choice are its sub-section (``rollout.openai.*`` for ``engine=openai``, ...)."""
 
-    groups: int = key(8, "B: distinct tasks (initial states) per iteration")
-    group_size: int = key(4, "N: trajectories per task, all reset with the same seed")
-    max_steps: int = key(0, "per-episode step cap; 0 = the env's own cap")
+    groups: int = key(8, "B: distinct tasks (initial states) per iteration (>= 1)")
+    group_size: int = key(4, "N: trajectories per task, all reset with the same seed (>= 1)")
+    max_steps: int = key(0, "per-episode step cap (>= 0); 0 = the env's own cap")
     max_response_tokens: int = key(64, "tokens one response (one agent turn) may have (>= 1)")
     temperature: float = key(1.0, "sampling temperature of the rollout (>= 0; 0 = greedy)")
     top_p: float = key(
@@ -118,7 +118,7 @@ class RolloutConfig:
         'envs) or "ray" (Ray actors, options in rollout.ray; needs the [ray] extra)')
     ray: RayWorkersConfig = key(factory=RayWorkersConfig, doc="options of rollout.env_workers=ray")
     env_timeout_s: float = key(
-        60.0, "seconds one env reset/step may take; a slower (hung) env ends its trajectory as failed and is "
+        60.0, "seconds one env reset/step may take (> 0); a slower (hung) env ends its trajectory as failed and is "
         "replaced")
     async_: bool = key(
         False,

@@ -72,6 +72,7 @@ def check_engine_urls(cfg: Any) -> None:
     from gigpo.train.config_error import ConfigError
 
     engine = CompletionsEngine(engine_urls(cfg), "?", eos_ids=[], max_retries=0, api_key=api_key_of(cfg),
+                               timeout_s=cfg.rollout.openai.timeout_s,
                                weight_sync=cfg.rollout.openai.weight_sync, lora=bool(cfg.lora.enabled),
                                constrained=cfg.rollout.decoding == "constrained")
     try:

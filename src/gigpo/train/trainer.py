@@ -20,7 +20,7 @@ from gigpo.algo import kl_penalty, similarity
 from gigpo.algo.losses import aggregate, value_loss
 from gigpo.rollout import RolloutBatch
 from gigpo.train import distributed, rng_streams
-from gigpo.train.algorithms import spec_of
+from gigpo.train.algorithms import needs_reference, spec_of
 from gigpo.train.async_rollout import AsyncRollout, correction_weight
 from gigpo.train.checkpoint import checkpoint_dir, list_checkpoints, restore_rng, save_checkpoint, set_aside
 from gigpo.train.compose import build_collector
@@ -88,7 +88,7 @@ class Trainer:
         self.pad_id = self.tok.pad_token_id
         self.spec = spec_of(cfg.algorithm.name)
         self.ref_model = None
-        self.use_ref = cfg.optim.kl_coef > 0 or (self.spec.kl_reward and cfg.algorithm.reinforce_pp.kl_reward_coef > 0)
+        self.use_ref = needs_reference(cfg)
         if self.use_ref and not cfg.lora.enabled:  # copied before FSDP shards the policy
             self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
         self.dp = DataParallel(self.dist, self.model, self.device)  # DDP / FSDP2 / plain (one process)
@@ -98,7 +98,8 @@ class Trainer:
         o = cfg.optim
         groups = [{"params": params}]
         self.value_head = None
-        if self.spec.critic:  # PPO: a linear value head on the policy's last hidden state, its own param group
+        if self.spec.critic:  # a linear value head on the policy's last hidden state, its own param group; its
+            # settings are algorithm.ppo's value keys for every critic estimator (algorithms.VALUE_HEAD_SECTION)
             self.value_head = ValueHead(hidden_size_of(self.model)).to(self.device)
             groups.append({"params": list(self.value_head.parameters()), "lr": cfg.algorithm.ppo.value_lr or o.lr,
                            "lr_scale": (cfg.algorithm.ppo.value_lr or o.lr) / o.lr})

@@ -163,6 +163,10 @@ class ReinforcePPOptions:
         if not self.kl_reward_coef >= 0:
             raise ValueError("kl_reward_coef must be >= 0")
 
+    def reads_kl(self) -> bool:
+        """β = 0 never reads the KL: the trainer then keeps no reference model for it."""
+        return self.kl_reward_coef > 0
+
 
 @register_estimator("reinforce++", description="REINFORCE++: KL-shaped discounted returns, batch-normalised",
                     options=ReinforcePPOptions, needs_kl=True, section="reinforce_pp")

@@ -11,6 +11,6 @@ from gigpo.algo.registry import Common, Estimate, StepBatch, register_estimator
 
 
 @register_estimator("verl-agent", description="GiGPO/GRPO/RLOO as verl-agent's code computes them (order-dependent)",
-                    step_term="optional")
+                    step_term="optional", selectable=False)  # reached by algorithm.compat=verl-agent
 def verl_agent_estimator(batch: StepBatch, common: Common, options: object) -> Estimate:
     return group_estimate(batch, common, common.episode, common.step, fn=verl_agent_advantages)
