@@ -98,8 +98,7 @@ class Trainer:
         o = cfg.optim
         groups = [{"params": params}]
         self.value_head = None
-        if self.spec.critic:  # a linear value head on the policy's last hidden state, its own param group; its
-            # settings are algorithm.ppo's value keys for every critic estimator (algorithms.VALUE_HEAD_SECTION)
+        if self.spec.critic:  # a value head, its own param group; algorithm.ppo's keys (VALUE_HEAD_SECTION)
             self.value_head = ValueHead(hidden_size_of(self.model)).to(self.device)
             groups.append({"params": list(self.value_head.parameters()), "lr": cfg.algorithm.ppo.value_lr or o.lr,
                            "lr_scale": (cfg.algorithm.ppo.value_lr or o.lr) / o.lr})
