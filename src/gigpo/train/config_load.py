@@ -197,22 +197,15 @@ def load_config(path: str | None = None, overrides: list[str] | dict | None = No
 def config_from_dict(data: dict) -> Config:
     """Rebuild a Config from :meth:`Config.to_dict` output (e.g. a run directory's config.yaml). A config.yaml
     written by an older gigpo holds every key, so its renamed ones are one note, not one per key."""
-    cfg = Config()
-    with warnings.catch_warnings(record=True) as notes:
-        warnings.simplefilter("always", FutureWarning)
-        apply_overrides(cfg, _flatten(data))
-    renamed = []
-    for n in notes:
-        old = str(n.message).removeprefix("config key ").split(" is deprecated")[0]
-        if issubclass(n.category, FutureWarning) and old in RENAMED_KEYS:
-            renamed.append(old)
-        else:  # anything else is passed on as it was
-            warnings.warn_explicit(n.message, n.category, n.filename, n.lineno)
+    flat = _flatten(data)
+    renamed = [k for k in flat if k in RENAMED_KEYS]  # old keys are always `section.key` (flattened one level)
     if renamed:
         many = len(renamed) > 1
         warnings.warn(f"this config was written by an older gigpo: {len(renamed)} key{'s' * many} "
                       f"{'were' if many else 'was'} renamed and load{'' if many else 's'} under the new name"
                       f"{'s' * many} ({', '.join(f'{k} -> {RENAMED_KEYS[k]}' for k in renamed[:3])}"
                       f"{', ...' if len(renamed) > 3 else ''}; docs/configuration.md)", FutureWarning, stacklevel=2)
+    cfg = Config()
+    apply_overrides(cfg, {RENAMED_KEYS.get(k, k): v for k, v in flat.items()})
     validate(cfg)
     return cfg

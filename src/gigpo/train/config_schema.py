@@ -101,13 +101,12 @@ class AlgorithmKeys:
         "code's numerics (gigpo.algo.estimators.verl_agent)")
 
 
-def _estimator_sections(skip: frozenset[str] = frozenset()) -> list[tuple[str, type, Any]]:
-    """One sub-section ``algorithm.<section>`` per registered estimator that has options (those named in ``skip``
-    left out): its options dataclass, documented and checked by the estimator (``algorithm.ppo``,
-    ``algorithm.hgpo``, ``algorithm.graphgpo``, ...)."""
+def _estimator_sections() -> list[tuple[str, type, Any]]:
+    """One sub-section ``algorithm.<section>`` per registered estimator that has options: its options dataclass,
+    documented and checked by the estimator (``algorithm.ppo``, ``algorithm.hgpo``, ``algorithm.graphgpo``, ...)."""
     return [(e.section, e.options, field(default_factory=e.options, metadata={
         "doc": f"options of estimator {e.name} (read only when it runs)"})) for e in registered().values()
-        if e.has_options() and e.section not in skip]
+        if e.has_options()]
 
 
 #: ``algorithm.*``: the keys above plus the estimators' sub-sections, built from the estimator registry, so a new
@@ -123,7 +122,8 @@ def algorithm_section() -> type:
     options are config keys (``algorithm.<section>.<key>``), in ``--help``, ``config.yaml`` and its checks like a
     built-in's. A section that would shadow a key of ``algorithm`` is a ValueError naming both."""
     built = {f.name for f in dataclasses.fields(AlgorithmConfig)}
-    extra = _estimator_sections(skip=frozenset(built) - {f.name for f in dataclasses.fields(AlgorithmKeys)})
+    estimator_sections = built - {f.name for f in dataclasses.fields(AlgorithmKeys)}  # the built-ins' sections
+    extra = [s for s in _estimator_sections() if s[0] not in estimator_sections]
     if not extra:
         return AlgorithmConfig
     for section, options, _ in extra:

@@ -16,12 +16,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from gigpo.algo import kl_penalty, similarity
-from gigpo.algo.losses import aggregate, value_loss
+from gigpo.algo import similarity
 from gigpo.rollout import RolloutBatch
 from gigpo.train import distributed, rng_streams
 from gigpo.train.algorithms import needs_reference, spec_of
-from gigpo.train.async_rollout import AsyncRollout, correction_weight
+from gigpo.train.async_rollout import AsyncRollout
 from gigpo.train.checkpoint import checkpoint_dir, list_checkpoints, restore_rng, save_checkpoint, set_aside
 from gigpo.train.compose import build_collector
 from gigpo.train.config import Config
@@ -29,8 +28,9 @@ from gigpo.train.data_parallel import DataParallel
 from gigpo.train.dynamic_sampling import collect_shards
 from gigpo.train.estimate import row_advantages
 from gigpo.train.evaluate import run_evaluation
+from gigpo.train.loss_terms import policy_terms, value_terms
 from gigpo.train.metrics import MetricsLog, plot_curves
-from gigpo.train.passes import PolicyPasses, right_align, trainable_rows
+from gigpo.train.passes import PolicyPasses, trainable_rows
 from gigpo.train.remote import after_update, build_engine, start_engine
 from gigpo.train.reporting import RunReporting
 from gigpo.train.rundir import ResumePlan, check_fresh_run_dir, create_run_dir, plan_resume, write_run_records
@@ -325,38 +325,15 @@ class Trainer:
                 continue
             logp, mask, ent, values = self.passes.logprobs(self.dp.train_model, rows, batch, with_entropy=True,
                                                             head=self.value_head)
-            L = logp.shape[1]
-            old_lp = right_align([old[r] for r in rows], L).to(logp.device)
-            adv = adv_t[rows].to(logp.device)
-            # seq-sum-over-constant: Σ_t / max_response_tokens per row, averaged over rows (Dr. GRPO).
-            const = float(self.cfg.rollout.max_response_tokens * len(rows))
-            # optim.offpolicy_correction: a token weight from the learner's over the sampler's log-probs
-            w, ost = correction_weight(o, batch, rows, old_lp, mask)
-            pg, st = loss_fn(
-                logp, old_lp, adv, mask, clip_low=o.clip_low, clip_high=o.clip_high, agg=o.loss_agg,
-                agg_constant=const, **({"token_weight": w} if w is not None else {}),
-            )
-            loss = pg
-            ent_mean = aggregate(ent, mask, o.loss_agg, const)
-            if o.entropy_coef:
-                loss = loss - o.entropy_coef * ent_mean
-            kl_val = torch.zeros(())
-            if ref is not None:
-                ref_lp = right_align([ref[r] for r in rows], L).to(logp.device)
-                kl_val = aggregate(kl_penalty(logp, ref_lp, o.kl_kind), mask, o.loss_agg, const)
-                loss = loss + o.kl_coef * kl_val
+            loss, logs = policy_terms(self.cfg, loss_fn, batch, rows, logp, mask, ent, old, ref, adv_t)
             # Exact gradient accumulation: weight each micro-batch by its share of the mini-batch's denominator.
             weight = k * (mask.sum().item() / max(tokens_total, 1) if o.loss_agg == "token-mean"
                           else len(rows) / rows_total)
             total = loss * weight
-            logs = [("loss/policy", pg.item()), ("loss/entropy", ent_mean.item()), ("loss/kl", kl_val.item()),
-                    ("loss/clip_frac", st["clip_frac"]), ("loss/approx_kl", st["approx_kl"]), *ost.items()]
             if critic is not None:  # the value loss is a mean over rows, whatever the policy loss aggregation
-                vl, vst = value_loss(values, critic[0][rows].to(values.device), critic[1][rows].to(values.device),
-                                     a.ppo.value_clip)
+                vl, vlogs = value_terms(self.cfg, values, critic, rows)
                 total = total + a.ppo.value_coef * vl * (k * len(rows) / rows_total)
-                logs += [("loss/value", vl.item()), ("value/clip_frac", vst["vf_clip_frac"]),
-                         ("value/mean", vst["value_mean"])]
+                logs += vlogs
             if not torch.isfinite(total):
                 warnings.warn("non-finite loss; update skipped", stacklevel=2)
                 if not self.dist.active:
