@@ -10,6 +10,7 @@ import torch
 
 from gigpo.rollout.engines import Engine, Generation  # noqa: F401  (the contract; re-exported for the collector)
 from gigpo.rollout.padding import left_pad
+from gigpo.rollout.prefix_sharing import cache_of, prefill_over_prefixes
 
 #: Prefill each distinct prompt of a constrained batch once (see :func:`_shared_prefill`). Same results either
 #: way; a switch for A/B benchmarks (benchmarks/cpu_throughput.py), not a setting.
@@ -28,7 +29,8 @@ class HFEngine:
     the allowed set, then log_softmax, then top-p; the recorded log-prob is that of the final distribution.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, device: torch.device | str, batch_size: int = 0):
+    def __init__(self, model: Any, tokenizer: Any, device: torch.device | str, batch_size: int = 0,
+                 share_prefix_min_tokens: int = 16):
         self.model = model
         self.tokenizer = tokenizer
         self.device = torch.device(device)
@@ -37,13 +39,17 @@ class HFEngine:
         self.prompts_generated = 0
         self.eos_ids = _eos_ids(model, tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
+        #: constrained prefill: prompts sharing at least this many leading tokens compute them once (0: off)
+        self.share_prefix_min_tokens = share_prefix_min_tokens
 
     #: samples from the learner's own model object: weights never need pushing, nothing is ever stale
     shares_learner_weights = True
 
     @classmethod
     def from_config(cls, cfg: Any, bundle: Any, run_dir: Path) -> HFEngine:
-        return cls(bundle.model, bundle.tokenizer, bundle.device)
+        o = cfg.optim  # optim.shared_prefix is the one switch for the learner's passes and this prefill
+        return cls(bundle.model, bundle.tokenizer, bundle.device,
+                   share_prefix_min_tokens=o.shared_prefix_min_tokens if o.shared_prefix == "auto" else 0)
 
     def probe(self) -> None:
         """Nothing to reach: the model is in this process."""
@@ -152,9 +158,10 @@ def sample_constrained(engine: HFEngine, prompts, constraints, max_new_tokens: i
     lps: list[list[float]] = [[] for _ in prompts]
     allowed_log: list[list[list[int] | None]] = [[] for _ in prompts]
     live = [True] * len(prompts)
-    out = _shared_prefill(model, prompts, ids, attn, pos)
+    logits, cache, attn, pos = _shared_prefill(model, prompts, ids, attn, pos, engine.pad_id,
+                                               engine.share_prefix_min_tokens)
     for _t in range(max_new_tokens):
-        logits = out.logits[:, -1, :].float()
+        logits = logits.float()
         if temperature > 0:
             logits = logits / temperature
         allowed = [c.allowed(s, max_new_tokens - _t) if c is not None and live[r] else None
@@ -186,9 +193,8 @@ def sample_constrained(engine: HFEngine, prompts, constraints, max_new_tokens: i
         feed = torch.tensor([[t if live[r] else engine.pad_id] for r, t in enumerate(nxt_l)], device=dev)
         attn = torch.cat([attn, torch.ones((len(prompts), 1), dtype=attn.dtype, device=dev)], dim=1)
         pos = pos[:, -1:] + 1
-        # transformers >= 5.x names the KV cache `cache` (output field and argument); older: `past_key_values`
-        kv = {"cache": out.cache} if "cache" in out else {"past_key_values": out.past_key_values}
-        out = model(input_ids=feed, attention_mask=attn, position_ids=pos, use_cache=True, **kv)
+        out = model(input_ids=feed, attention_mask=attn, position_ids=pos, use_cache=True, **{cache_arg(model): cache})
+        logits, cache = out.logits[:, -1, :], cache_of(out)
     if was_training:
         model.train()
     gens = []
@@ -214,21 +220,38 @@ def first_occurrences(keys) -> tuple[list[int], list[int]]:
     return rows, inverse
 
 
-def _shared_prefill(model, prompts, ids, attn, pos):
-    """The prefill forward, computed once per distinct prompt: a group's N trajectories start from the same
-    prompt (and often meet the same one again), so their KV cache is computed once and its rows copied
-    (``Cache.batch_select_indices``) — the same numbers up to the batch-size dependence of the matmuls."""
+def _shared_prefill(model, prompts, ids, attn, pos, pad_id: int, min_tokens: int):
+    """The prefill forward: ``(last logits (B, V), cache, attention mask, position ids (B, 1) of each row's last
+    prompt token)``. Each distinct prompt is computed once (a group's N trajectories start from the same prompt,
+    and often meet the same one again: its cache rows are copied, ``Cache.batch_select_indices``), and with
+    ``min_tokens`` > 0 prompts that begin alike compute their shared prefix once
+    (:func:`gigpo.rollout.prefix_sharing.prefill_over_prefixes`) — the same numbers up to float rounding."""
     rows, inverse = first_occurrences(tuple(p) for p in prompts)
-    if len(rows) == len(prompts) or not SHARE_PREFILL:
-        return model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1)
-    sel = torch.tensor(rows, device=ids.device)
-    out = model(input_ids=ids[sel], attention_mask=attn[sel], position_ids=pos[sel], use_cache=True,
-                logits_to_keep=1)
+    if not SHARE_PREFILL:
+        rows, inverse = list(range(len(prompts))), list(range(len(prompts)))
+    last_pos = torch.tensor([[len(p) - 1] for p in prompts], device=ids.device)
+    shared = prefill_over_prefixes(model, [prompts[i] for i in rows], pad_id, ids.device, min_tokens) \
+        if min_tokens > 0 else None
+    if shared is not None:
+        logits, cache, u_attn = shared
+    else:
+        sel = torch.tensor(rows, device=ids.device)
+        out = model(input_ids=ids[sel], attention_mask=attn[sel], position_ids=pos[sel], use_cache=True,
+                    logits_to_keep=1)
+        logits, cache, u_attn = out.logits[:, -1, :], cache_of(out), attn[sel]
+    if len(rows) == len(prompts):
+        return logits, cache, u_attn, last_pos
     inv = torch.tensor(inverse, device=ids.device)
-    cache = out.cache if "cache" in out else out.past_key_values
     cache.batch_select_indices(inv)
-    out.logits = out.logits[inv]
-    return out
+    return logits[inv], cache, u_attn[inv], last_pos
+
+
+def cache_arg(model) -> str:
+    """The name a model's forward takes its KV cache by: transformers >= 5.x ``cache``, older
+    ``past_key_values``."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
 class IndexTensors:

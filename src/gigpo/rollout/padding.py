@@ -6,11 +6,12 @@ from __future__ import annotations
 import torch
 
 
-def left_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(input_ids, attention_mask)``, both ``(B, W)`` int64 with W the longest sequence: row r holds ``seqs[r]`` in
-    its last ``len(seqs[r])`` columns (mask 1) and ``pad_id`` before it (mask 0). One scatter, no loop over rows."""
+def left_pad(seqs: list[list[int]], pad_id: int, min_width: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(input_ids, attention_mask)``, both ``(B, W)`` int64 with W the longest sequence (at least ``min_width``):
+    row r holds ``seqs[r]`` in its last ``len(seqs[r])`` columns (mask 1) and ``pad_id`` before it (mask 0). One
+    scatter, no loop over rows."""
     lens = torch.tensor([len(s) for s in seqs], dtype=torch.long)
-    width = int(lens.max()) if len(seqs) else 0
+    width = max(int(lens.max()) if len(seqs) else 0, min_width)
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
     total = int(lens.sum())

@@ -132,6 +132,8 @@ def validate(cfg: Config) -> None:
     _check(o.grad_clip >= 0, "optim.grad_clip must be >= 0 (0 = no clipping)")
     _check(o.ppo_epochs >= 1 and o.mini_batches >= 1 and o.micro_batch_size >= 1,
            "optim.ppo_epochs, optim.mini_batches and optim.micro_batch_size must be >= 1")
+    _check(o.shared_prefix_min_tokens >= 1,
+           f"optim.shared_prefix_min_tokens must be >= 1, got {o.shared_prefix_min_tokens}")
     _check(o.clip_low >= 0 and o.clip_high >= 0, "optim.clip_low/clip_high must be >= 0")
     _check(o.kl_coef >= 0 and o.entropy_coef >= 0, "optim.kl_coef and optim.entropy_coef must be >= 0")
     _check(len(o.betas) == 2, f"optim.betas must have two values, got {list(o.betas)}")

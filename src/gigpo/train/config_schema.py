@@ -170,6 +170,13 @@ class OptimConfig:
     ppo_epochs: int = key(1, "passes over each rollout (>= 1)")
     mini_batches: int = key(1, "optimizer steps per epoch (>= 1; the rollout is split into this many mini-batches)")
     micro_batch_size: int = key(16, "rows per forward pass (>= 1); sets peak memory, not the math")
+    shared_prefix: Literal["auto", "off"] = key(
+        "auto",
+        'the learner\'s passes over rows that begin with the same tokens: "auto" forwards each shared prefix once '
+        "and only the rows' own suffixes over its KV cache, where that forwards fewer tokens (same numbers, "
+        'docs/shared_prefix.md); "off" forwards every row whole')
+    shared_prefix_min_tokens: int = key(
+        16, "optim.shared_prefix: the fewest tokens two rows must share for the prefix to be computed once (>= 1)")
     clip_low: float = key(0.2, "ε_low of the clipped ratio (1 - ε_low), >= 0 (< 1 for gspo)")
     clip_high: float = key(0.2, "ε_high (1 + ε_high), >= 0; > clip_low is DAPO's clip-higher")
     loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-sum-over-constant"] = key(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from contextlib import nullcontext
 from typing import Any
 
@@ -9,8 +10,12 @@ import numpy as np
 import torch
 
 from gigpo.rollout import RolloutBatch
+from gigpo.rollout.engine import first_occurrences
+from gigpo.rollout.prefix_sharing import PrefixCache, may_share, plan_prefix_groups
 from gigpo.train.logprobs import policy_forward
 from gigpo.train.value import ValueHead
+
+log = logging.getLogger(__name__)
 
 
 class PolicyPasses:
@@ -18,17 +23,34 @@ class PolicyPasses:
     (everything computed once before the update). Holds references, not copies, of the trainer's models."""
 
     def __init__(self, cfg: Any, model: Any, ref_model: Any, value_head: ValueHead | None, pad_id: int,
-                 device: torch.device, use_ref: bool):
+                 device: torch.device, use_ref: bool, distributed: bool = False):
         self.cfg, self.model, self.ref_model, self.value_head = cfg, model, ref_model, value_head
         self.pad_id, self.device, self.use_ref = pad_id, device, use_ref
+        # optim.shared_prefix: off under DDP / FSDP, whose wrappers expect one forward per backward (the shared
+        # path makes two); said once, here
+        share = cfg.optim.shared_prefix == "auto"
+        if share and distributed:
+            log.info("optim.shared_prefix: off with several processes (DDP/FSDP take one forward per backward)")
+        self.share_min_tokens = cfg.optim.shared_prefix_min_tokens if share and not distributed else 0
+        #: tokens the passes forwarded since the last :meth:`take_tally` (see :func:`policy_forward`)
+        self.tally: dict[str, int] = {}
 
-    def logprobs(self, model, rows: list[int], batch: RolloutBatch, with_entropy: bool = False, head=None):
+    def take_tally(self) -> dict[str, float]:
+        """``update/tokens_{rows,unique_rows,forwarded}``: tokens every pass of the iteration would forward with
+        each row whole, with identical rows once, and what it forwarded (shared prefixes once); then reset."""
+        t, self.tally = self.tally, {}
+        return {"update/tokens_rows": float(t.get("rows", 0)), "update/tokens_unique_rows": float(t.get("unique", 0)),
+                "update/tokens_forwarded": float(t.get("forwarded", 0))}
+
+    def logprobs(self, model, rows: list[int], batch: RolloutBatch, with_entropy: bool = False, head=None,
+                 prefix_cache: PrefixCache | None = None):
         """``(logp, mask, entropy, values)``; concat batches mask env tokens out of ``mask`` (and ``logp``)."""
         temp = self.cfg.rollout.temperature or 1.0
         logp, mask, ent, values = policy_forward(
             model, [batch.prompt_ids[i] for i in rows], [batch.response_ids[i] for i in rows],
             pad_id=self.pad_id, device=self.device, temperature=temp, with_entropy=with_entropy, head=head,
             allowed=[batch.allowed_tokens[i] for i in rows] if getattr(batch, "allowed_tokens", None) else None,
+            share_min_tokens=self.share_min_tokens, tally=self.tally, prefix_cache=prefix_cache,
         )
         loss_mask = getattr(batch, "loss_mask", None)
         if loss_mask is not None:
@@ -51,9 +73,10 @@ class PolicyPasses:
         # length-bucketed micro-batches (little compute on padding); results are keyed by row, order-free
         rows_all = sorted(rows_all, key=lambda r: len(batch.prompt_ids[r]) + len(batch.response_ids[r]))
         with ctx:
+            cache = self._prefix_cache(model, batch, rows_all)
             for i in range(0, len(rows_all), mbs):
                 rows = rows_all[i:i + mbs]
-                lp, mask, _, v = self.logprobs(model, rows, batch, head=head)
+                lp, mask, _, v = self.logprobs(model, rows, batch, head=head, prefix_cache=cache)
                 for j, r in enumerate(rows):
                     n = len(batch.response_ids[r])
                     out[r] = lp[j, lp.shape[1] - n:].detach().cpu() if n else lp[j, :0].cpu()
@@ -61,6 +84,22 @@ class PolicyPasses:
                         vals[r] = float(v[j])
         self.model.train(was)
         return (out, vals) if head is not None else out
+
+    def _prefix_cache(self, model, batch: RolloutBatch, rows: list[int]) -> PrefixCache | None:
+        """No-grad passes see one set of weights: the batch's shared prefixes are forwarded once for all its
+        micro-batches (the update, whose weights change per mini-batch, plans per micro-batch instead)."""
+        if not self.share_min_tokens or not may_share(model):
+            return None
+        seqs = [batch.prompt_ids[r] + batch.response_ids[r] for r in rows]
+        keep = [len(batch.response_ids[r]) + 1 for r in rows]
+        distinct, _ = first_occurrences(tuple(s) for s in seqs)
+        plan = plan_prefix_groups([seqs[i] for i in distinct], self.share_min_tokens, [keep[i] for i in distinct])
+        if plan is None:
+            return None
+        cache = PrefixCache(model, [seqs[distinct[g[0]]][:n] for g, n in zip(plan.groups, plan.prefix_lens)],
+                            self.pad_id, self.device)
+        self.tally["forwarded"] = self.tally.get("forwarded", 0) + cache.tokens
+        return cache
 
     def prepare(self, batch: RolloutBatch) -> dict:
         """What the estimator and the update need from no-grad passes: ``rows`` (rows with a response), ``old``

@@ -126,7 +126,7 @@ class Trainer:
         self.dp.add_reference(self.ref_model, self.value_head)
         start_engine(self.engine, self.model, self.start_iteration)  # reachable, on these weights, before rollout
         self.passes = PolicyPasses(cfg, self.model, self.ref_model, self.value_head, self.pad_id, self.device,
-                                   self.use_ref)
+                                   self.use_ref, distributed=self.dist.active)
         if self.dist.is_main:
             write_run_records(self.run_dir, cfg, self.start_iteration, str(self.device))
         # rollout.async: later iterations' batches are collected while this one updates (async_rollout.py)
@@ -209,7 +209,7 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr * group.get("lr_scale", 1.0)
         timings: dict[str, float] = {}
-        t0 = time.perf_counter()
+        t0, c_iteration = time.perf_counter(), time.process_time()
         arec: dict[str, float] = {}
         with self.dp.full_weights():  # FSDP: generation runs on all-gathered weights
             if self.async_rollout is not None:  # collected, by an older policy version, while earlier updates ran
@@ -223,27 +223,30 @@ class Trainer:
         rec["time/tokens_per_s_rollout"] = rec["rollout/response_tokens"] / max(timings["time/rollout"], 1e-9)
         rec.update(arec)
 
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         # old log-probs/values feed the estimator only with a critic or a KL reward (and the remote engine's
         # bookkeeping always): otherwise update() runs those passes itself, and only if the iteration has signal
         needed = self.value_head is not None or self.use_ref or not self.engine.shares_learner_weights
         prep = self.prepare(batch) if needed else None
-        t_prep = time.perf_counter() - t0
+        t_prep, c_prep = time.perf_counter() - t0, time.process_time() - c0
 
         t0 = time.perf_counter()
         adv, targets, adv_stats = row_advantages(self.cfg, batch, *((prep or {}).get(k) for k in ("values", "kl")))
         timings["time/advantages"] = time.perf_counter() - t0
         rec.update(adv_stats)
 
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         rec.update(self.update(batch, adv, it, prep, targets))
         timings["time/update"] = time.perf_counter() - t0 + t_prep
+        timings["time/update_cpu"] = time.process_time() - c0 + c_prep  # all threads of this process
+        rec.update(self.passes.take_tally())
         if self.async_rollout is not None:  # version `it` exists: the batches owed to it may start
             self.async_rollout.after_update(it, self.model)
         rec["time/tokens_per_s_update"] = (
             rec["rollout/response_tokens"] * cfg.optim.ppo_epochs / max(timings["time/update"], 1e-9)
         )
         rec.update(after_update(self.engine, self.model, it, batch, prep))  # weight push, engine metrics
+        timings["time/iteration_cpu"] = time.process_time() - c_iteration
         rec.update(timings)
         rec = self.dist.mean_metrics(rec)
         if cfg.train.sample_trajectories and self.dist.is_main:  # rank 0's own groups

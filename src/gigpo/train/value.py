@@ -26,7 +26,7 @@ class ValueHead(torch.nn.Module):
         torch.nn.init.zeros_(self.linear.bias)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.linear(hidden.float()).squeeze(-1)
+        return self.linear(hidden.to(self.linear.weight.dtype)).squeeze(-1)  # float32 unless made double
 
 
 def hidden_size_of(model: Any) -> int:
