@@ -169,7 +169,8 @@ def _flat_logits(model, seqs, response_ids, L, pad_id, device, want_hidden):
 
 def _tail(out, ids, response_ids, L, want_hidden):
     """Logits, targets and last-prompt-token hidden states of right-aligned rows ``ids`` from ``out``."""
-    logits = out.logits[:, -(L + 1):-1, :].float()  # position j predicts token j+1
+    logits = out.logits[:, -(L + 1):-1, :]  # position j predicts token j+1
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # bf16/fp16 up to float32; float64 kept
     hidden = None
     if want_hidden:
         col = torch.tensor([ids.shape[1] - len(r) - 1 for r in response_ids], device=ids.device)
