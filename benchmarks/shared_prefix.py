@@ -49,14 +49,14 @@ def build(preset: str, overrides: list[str], shared: bool, run_dir: str, threads
     from gigpo.train.config import load_config
 
     cfg = load_config(preset, [*overrides, "train.eval_episodes=0", "train.eval_every=0", "train.checkpoint_every=0",
-                               "train.progress=false", f"train.threads={threads}", "train.sample_trajectories=0",
+                               "train.progress=false", *([f"train.threads={threads}"] if threads else []),
+                               "train.sample_trajectories=0",
                                f"optim.shared_prefix={'auto' if shared else 'off'}", f"train.run_dir={run_dir}"])
     return trainer_mod.Trainer(cfg)
 
 
-def one_iteration(tr, it: int, shared: bool) -> dict:
-    """One trainer iteration with ±1 advantages; the arm's generation switch set around it."""
-    from gigpo.rollout import engine
+def one_iteration(tr, it: int) -> dict:
+    """One trainer iteration with ±1 advantages (the arm is the trainer's own optim.shared_prefix)."""
     from gigpo.train import trainer as trainer_mod
 
     real = trainer_mod.row_advantages
@@ -66,13 +66,13 @@ def one_iteration(tr, it: int, shared: bool) -> dict:
         rng = np.random.default_rng([cfg.train.seed, it, 7])
         return rng.choice([-1.0, 1.0], size=len(batch)), targets, stats
 
-    trainer_mod.row_advantages, engine.SHARE_PREFIX = signal, shared
+    trainer_mod.row_advantages = signal
     try:
         w, c = time.perf_counter(), time.process_time()
         rec = tr.iteration(it)
         rec["wall"], rec["cpu"] = time.perf_counter() - w, time.process_time() - c
     finally:
-        trainer_mod.row_advantages, engine.SHARE_PREFIX = real, True
+        trainer_mod.row_advantages = real
     return rec
 
 
@@ -84,7 +84,7 @@ def run_preset(name: str, iterations: int, threads: int) -> dict:
                 "after": build(preset, overrides, True, f"{d}/after", threads)}
         for it in range(1, iterations + 1):
             for arm, tr in arms.items():
-                r = one_iteration(tr, it, arm == "after")
+                r = one_iteration(tr, it)
                 row = {"rows_tokens": r["update/tokens_rows"], "unique_tokens": r["update/tokens_unique_rows"],
                        "forwarded_tokens": r["update/tokens_forwarded"], "update_cpu": r["time/update_cpu"],
                        "update_wall": r["time/update"], "iteration_cpu": r["cpu"], "iteration_wall": r["wall"],
@@ -144,14 +144,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--presets", default=",".join(PRESETS), help=f"comma-separated, from {', '.join(PRESETS)}")
     ap.add_argument("--iterations", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: the preset's train.threads)")
     ap.add_argument("--grouping-cost", action="store_true", help="only the plan's own cost")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     import torch
 
     res: dict = {"machine": f"{platform.machine()}, {kernel_set()}, torch {torch.__version__}, "
-                            f"{args.threads} threads", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+                            f"{args.threads or 'preset'} threads", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     print(res["machine"], flush=True)
     if args.grouping_cost:
         res["grouping_cost"] = grouping_cost()

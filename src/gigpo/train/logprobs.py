@@ -9,7 +9,7 @@ import torch
 from gigpo.algo.losses import entropy_from_logits
 from gigpo.rollout.engine import IndexTensors, first_occurrences
 from gigpo.rollout.padding import left_pad
-from gigpo.rollout.prefix_sharing import (PrefixCache, PrefixPlan, forward_prefixes, forward_suffixes, may_share,
+from gigpo.rollout.prefix_sharing import (PrefixCache, PrefixPlan, forward_plan, forward_suffixes, may_share,
                                           plan_prefix_groups)
 
 #: Forward identical rows once (see :func:`policy_forward`). Same results either way; a switch for A/B benchmarks
@@ -179,18 +179,13 @@ def _tail(out, ids, response_ids, L, want_hidden):
 
 
 def _shared_logits(model, seqs, response_ids, plan: PrefixPlan, L, pad_id, device, want_hidden):
-    """:func:`response_logits` over ``plan``: one pass of the prefixes, one of the grouped rows' suffixes over
-    them, one flat pass of the lone rows; None where the model's cache cannot be shared."""
-    prefixes = [seqs[g[0]][:p] for g, p in zip(plan.groups, plan.prefix_lens)]
-    cached = forward_prefixes(model, prefixes, pad_id, device)
-    if cached is None:
+    """:func:`response_logits` over ``plan``: one pass per level of its forest (:func:`forward_plan`) and one
+    flat pass of the lone rows; None where the model's cache cannot be shared."""
+    got = forward_plan(model, seqs, plan, pad_id, device, min_width=L + 1, logits_to_keep=L + 1,
+                       output_hidden_states=want_hidden)
+    if got is None:
         return None
-    grouped = [r for g in plan.groups for r in g]
-    owner = torch.repeat_interleave(torch.arange(len(plan.groups)),
-                                    torch.tensor([len(g) for g in plan.groups])).to(device)
-    plen = [p for g, p in zip(plan.groups, plan.prefix_lens) for _ in g]
-    out, ids, _ = forward_suffixes(model, cached, owner, [seqs[r][n:] for r, n in zip(grouped, plen)], pad_id,
-                                   min_width=L + 1, logits_to_keep=L + 1, output_hidden_states=want_hidden)
+    out, ids, _, grouped = got
     parts = [_tail(out, ids, [response_ids[r] for r in grouped], L, want_hidden)]
     if plan.lone:
         parts.append(_flat_logits(model, [seqs[r] for r in plan.lone], [response_ids[r] for r in plan.lone], L,

@@ -12,7 +12,7 @@ import torch
 from gigpo.rollout import RolloutBatch
 from gigpo.rollout.engine import first_occurrences
 from gigpo.rollout.prefix_sharing import PrefixCache, may_share, plan_prefix_groups
-from gigpo.train.logprobs import policy_forward
+from gigpo.train.logprobs import policy_forward, unique_rows
 from gigpo.train.value import ValueHead
 
 log = logging.getLogger(__name__)
@@ -72,6 +72,16 @@ class PolicyPasses:
         self.model.eval()
         # length-bucketed micro-batches (little compute on padding); results are keyed by row, order-free
         rows_all = sorted(rows_all, key=lambda r: len(batch.prompt_ids[r]) + len(batch.response_ids[r]))
+        copies: dict[int, int] = {}
+        if self.share_min_tokens:  # one set of weights: a row's duplicates anywhere in the batch reuse its result
+            allowed = getattr(batch, "allowed_tokens", None) or None
+            distinct, inverse = unique_rows([batch.prompt_ids[r] for r in rows_all],
+                                            [batch.response_ids[r] for r in rows_all],
+                                            [allowed[r] for r in rows_all] if allowed else None)
+            copies = {r: rows_all[distinct[j]] for r, j in zip(rows_all, inverse)}
+            self.tally["rows"] = self.tally.get("rows", 0) + sum(  # the copies' tokens: counted, not forwarded
+                len(batch.prompt_ids[r]) + len(batch.response_ids[r]) for r, first in copies.items() if r != first)
+            rows_all = [rows_all[i] for i in distinct]
         with ctx:
             cache = self._prefix_cache(model, batch, rows_all)
             for i in range(0, len(rows_all), mbs):
@@ -83,6 +93,10 @@ class PolicyPasses:
                     if v is not None:
                         vals[r] = float(v[j])
         self.model.train(was)
+        for r, first in copies.items():
+            out[r] = out[first]
+            if first in vals:
+                vals[r] = vals[first]
         return (out, vals) if head is not None else out
 
     def _prefix_cache(self, model, batch: RolloutBatch, rows: list[int]) -> PrefixCache | None:
