@@ -31,13 +31,15 @@ import time
 import torch
 
 #: The SmolLM2 preset before issue 18 (free decoding, history and admissible list in every prompt), as overrides
-#: of today's configs/smollm2.yaml; today's preset with identical rows computed every time (the shared prefill
-#: and the learner's row dedupe switched off); and today's preset as is. (name, overrides, rows shared)
+#: of today's configs/smollm2.yaml; the preset with identical rows computed every time (the shared prefill and the
+#: learner's row dedupe switched off); with identical rows once; and as is, shared prefixes computed once
+#: (optim.shared_prefix=auto, issue 38). (name, overrides, rows shared)
 PRESETS = [
     ("before", ["rollout.decoding=free", "prompt.history_length=1", "prompt.show_admissible=true",
-                "prompt.max_prompt_tokens=512", "optim.micro_batch_size=8"], False),
-    ("after, rows not shared", [], False),
-    ("after", [], True),
+                "prompt.max_prompt_tokens=512", "optim.micro_batch_size=8", "optim.shared_prefix=off"], False),
+    ("after, rows not shared", ["optim.shared_prefix=off"], False),
+    ("after", ["optim.shared_prefix=off"], True),
+    ("shared_prefix", [], True),  # issue 38: shared prefixes computed once (benchmarks/shared_prefix.py)
 ]
 
 
@@ -159,6 +161,7 @@ def trainer_phases(preset: str, overrides: list[str], iterations: int, threads: 
         tr.prepare = prepare
         cpu0 = time.process_time()
         recs = [tr.iteration(it) for it in range(1, iterations + 1)]
+        forwarded = sum(r.get("update/tokens_forwarded", 0.0) for r in recs)
         cpu = time.process_time() - cpu0
         tr.collector.close()
     roll = sum(r["time/rollout"] for r in recs)
@@ -166,7 +169,7 @@ def trainer_phases(preset: str, overrides: list[str], iterations: int, threads: 
     toks = counts["prompt"] + counts["response"]
     engine.SHARE_PREFILL = logprobs.DEDUPE_ROWS = True
     return {"preset": preset, "overrides": overrides, "iterations": iterations, "shared": shared,
-            "rows": counts["rows"], "distinct_rows": counts["distinct_rows"],
+            "rows": counts["rows"], "distinct_rows": counts["distinct_rows"], "learner_tokens_forwarded": forwarded,
             "steps": sum(r["rollout/steps"] for r in recs), "prompt_tokens": counts["prompt"],
             "response_tokens": counts["response"], "valid_action_rate": recs[-1]["rollout/valid_action_rate"],
             "rollout_s_per_it": roll / iterations, "update_s_per_it": upd / iterations,
@@ -213,12 +216,14 @@ def main() -> None:
             res["trainer"].append(r)
             print(f"trainer [{name}] {r['iteration_s']:.1f} s/it (rollout {r['rollout_s_per_it']:.1f} + update "
                   f"{r['update_s_per_it']:.1f}), {r['steps']:.0f} steps, {r['prompt_tokens']} prompt + "
-                  f"{r['response_tokens']} response tokens ({r['distinct_rows']}/{r['rows']} rows distinct); rollout {r['rollout_tokens_per_s']:.0f} tok/s, update "
+                  f"{r['response_tokens']} response tokens ({r['distinct_rows']}/{r['rows']} rows distinct, "
+                  f"{r['learner_tokens_forwarded']:.0f} tokens forwarded by the learner); rollout {r['rollout_tokens_per_s']:.0f} tok/s, update "
                   f"{r['update_tokens_per_s']:.0f} tok/s; valid {r['valid_action_rate']:.2f}; cpu {r['cpu_s']:.1f}s")
-        new = res["trainer"][-1]
-        print(f"rollout phase / raw prefill: {new['rollout_tokens_per_s'] / res['raw']['prefill (sdpa)']['tokens_per_s']:.2f}"
-              f"; update phase / raw LoRA update: "
-              f"{new['update_tokens_per_s'] / res['raw']['update (LoRA r=8)']['tokens_per_s']:.2f}")
+        for new in res["trainer"][-2:]:  # rows shared, then shared prefixes too: the column against the raw rates
+            print(f"[{new['preset']}] rollout phase / raw prefill: "
+                  f"{new['rollout_tokens_per_s'] / res['raw']['prefill (sdpa)']['tokens_per_s']:.2f}"
+                  f"; update phase / raw LoRA update: "
+                  f"{new['update_tokens_per_s'] / res['raw']['update (LoRA r=8)']['tokens_per_s']:.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)

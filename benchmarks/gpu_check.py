@@ -7,7 +7,9 @@ memory, and the agreement checks a correct learner must pass:
   (``update/sampler_logprob_gap``, mean |Δ| per token; the same masks under constrained decoding). fp32 on CPU
   agrees to ~1e-6; bf16 on a GPU to ~1e-2 (bf16 has 8 mantissa bits);
 * loss: at the first PPO mini-batch the policy equals the one that produced the old log-probs, so the ratio is 1:
-  ``loss/approx_kl`` ≈ 0 and ``loss/clip_frac`` = 0 (printed for the first iteration, one epoch, one mini-batch).
+  ``loss/approx_kl`` ≈ 0 and ``loss/clip_frac`` = 0 (printed for the first iteration, one epoch, one mini-batch);
+* shared prefixes (``optim.shared_prefix``, on in every iteration above): the last batch's log-probs over shared
+  prefixes against the flat pass, within the same dtype limit, and the tokens each forwarded.
 
 Sized for ≤ 8 minutes on one H200 (default: 3 iterations of 16 groups × 8 trajectories, gridgoal, LoRA,
 constrained decoding, bf16). ``--device cpu --quick`` runs the same code on a CPU in a minute or two (fp32, 1
@@ -34,6 +36,31 @@ import tempfile
 import time
 
 import torch
+
+
+def shared_prefix_check(tr, batch) -> tuple[float, dict]:
+    """optim.shared_prefix on the device: the last batch's log-probs over shared prefixes against the flat pass
+    (max |Δ| over response tokens, no grad), and the tokens each forwarded."""
+    from gigpo.train.logprobs import policy_forward
+
+    if batch is None:
+        return float("nan"), {}
+    rows = [i for i in range(len(batch)) if batch.response_ids[i]][:64]
+    kw = dict(pad_id=tr.pad_id, device=tr.device, temperature=tr.cfg.rollout.temperature or 1.0,
+              allowed=[batch.allowed_tokens[i] for i in rows] if getattr(batch, "allowed_tokens", None) else None)
+    out, tallies = [], []
+    with torch.no_grad():
+        for share in (0, tr.cfg.optim.shared_prefix_min_tokens):
+            tallies.append({})
+            lp, mask, _, _ = policy_forward(tr.model, [batch.prompt_ids[i] for i in rows],
+                                            [batch.response_ids[i] for i in rows], share_min_tokens=share,
+                                            tally=tallies[-1], **kw)
+            out.append((lp * mask).float())
+    gap = float((out[0] - out[1]).abs().max())
+    tally = {"flat": tallies[0].get("forwarded", 0), "shared": tallies[1].get("forwarded", 0)}
+    print(f"shared prefix: {len(rows)} rows, tokens forwarded {tally['flat']} flat -> {tally['shared']} shared, "
+          f"max |log-prob gap| {gap:.2e}", flush=True)
+    return gap, tally
 
 
 def main() -> int:
@@ -73,6 +100,7 @@ def main() -> int:
 
         def prepare(batch):
             counts["tokens"] += sum(len(p) + len(r) for p, r in zip(batch.prompt_ids, batch.response_ids))
+            counts["batch"] = batch
             return orig(batch)
 
         tr.prepare = prepare
@@ -87,6 +115,7 @@ def main() -> int:
                   f"{rec['rollout/steps']:.0f} steps, valid {rec['rollout/valid_action_rate']:.2f}, "
                   f"success {rec['rollout/success_rate']:.2f}, sampler gap {rec.get('update/sampler_logprob_gap', float('nan')):.2e}, "
                   f"approx_kl {rec.get('loss/approx_kl', float('nan')):.2e}", flush=True)
+        shared_gap, shared_tally = shared_prefix_check(tr, counts.get("batch"))
         tr.collector.close()
         tr.eval_collector.close()
     peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else float("nan")
@@ -100,12 +129,14 @@ def main() -> int:
     first = updated[0]
     limit = args.max_gap or (3e-2 if dtype == "bfloat16" else 1e-4)
     ok = gap <= limit and abs(first.get("loss/approx_kl", 0.0)) <= limit and first.get("loss/clip_frac", 0.0) == 0.0
+    ok = ok and shared_gap <= limit
     tok = sum(r["tokens"] for r in recs)
     summary = {"device": args.device, "dtype": dtype, "load_s": load_s, "iterations": iterations,
                "rollout_tokens_per_s": tok / sum(r["time/rollout"] for r in recs),
                "update_tokens_per_s": tok / sum(r["time/update"] for r in recs), "peak_memory_gib": peak,
                "max_sampler_logprob_gap": gap, "first_approx_kl": first.get("loss/approx_kl"),
-               "first_clip_frac": first.get("loss/clip_frac"), "ok": ok}
+               "first_clip_frac": first.get("loss/clip_frac"), "shared_prefix_gap": shared_gap,
+               "shared_prefix_tokens": shared_tally, "ok": ok}
     print(json.dumps(summary, indent=1))
     if args.json:
         with open(args.json, "w") as f:

@@ -9,11 +9,14 @@ flat computation: the outputs are equal up to float rounding (tested to 1e-5). W
 the gather sums the n rows' gradients into the one prefix computation (exact, as Prefix Grouper, arXiv
 2506.05433, shows for GRPO).
 
-The plan (:func:`plan_prefix_groups`) is a forest of depth one: rows sorted lexicographically, cut wherever two
-neighbours share fewer than ``min_tokens`` tokens; each run of ≥ 2 rows is a group whose prefix is the run's
-common prefix; the rest are forwarded as today. A row's prefix never reaches its last ``keep_tail`` tokens (the
-learner keeps its last prompt token and its response in the suffix: their logits and the value head's hidden
-state come from the suffix pass). A plan that would not forward fewer padded cells than the flat batch is None.
+The plan (:func:`plan_prefix_groups`) is a forest of at most two levels: rows sorted lexicographically, cut
+wherever two neighbours share fewer than ``min_tokens`` tokens; each run of ≥ 2 rows is a group whose prefix is
+the run's common prefix (in an agent batch: the rules and the task); the same rule applied to a group's rows after
+that prefix gives its subgroups (a trajectory group's first prompt, a room's observation). Lone rows are forwarded
+as today. A row's prefix never reaches its last ``keep_tail`` tokens (the learner keeps its last prompt token and
+its response in the suffix: their logits and the value head's hidden state come from the last pass). Each level
+is one batched pass, and a pass costs something whatever its size (:data:`PASS_CELLS`): a plan is used only when
+it forwards fewer padded cells, that cost included, than the flat batch.
 
 Supported caches: :class:`transformers.DynamicCache` of full-attention layers (Llama, Qwen2, Mistral without a
 sliding window, SmolLM2, the tiny model, ...). Anything else (sliding windows, recurrent or quantised caches,

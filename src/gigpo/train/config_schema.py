@@ -172,9 +172,10 @@ class OptimConfig:
     micro_batch_size: int = key(16, "rows per forward pass (>= 1); sets peak memory, not the math")
     shared_prefix: Literal["auto", "off"] = key(
         "auto",
-        'the learner\'s passes over rows that begin with the same tokens: "auto" forwards each shared prefix once '
-        "and only the rows' own suffixes over its KV cache, where that forwards fewer tokens (same numbers, "
-        'docs/shared_prefix.md); "off" forwards every row whole')
+        'rows that begin with the same tokens: "auto" computes a shared prefix once and only each row\'s own '
+        "suffix over its KV cache — in the learner's passes (update, old log-probs, reference, values) and in "
+        "constrained generation's prefill — where that forwards fewer tokens (same numbers up to float rounding; "
+        'docs/results/shared_prefix.md); "off" forwards every row whole (identical rows still once)')
     shared_prefix_min_tokens: int = key(
         16, "optim.shared_prefix: the fewest tokens two rows must share for the prefix to be computed once (>= 1)")
     clip_low: float = key(0.2, "ε_low of the clipped ratio (1 - ε_low), >= 0 (< 1 for gspo)")
