@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gigpo.safefiles import json_lines
 from gigpo.train.sweep_aggregate import aggregate, write_outputs
 
 #: config keys the sweep sets itself (a user override of them would break the layout or the seed axis)
@@ -157,7 +158,7 @@ def run_finished(run_dir: Path, iterations: int) -> bool:
     path = run_dir / "metrics.jsonl"
     if not path.exists():
         return False
-    for line in reversed(path.read_text().splitlines()):
+    for line in reversed(json_lines(path.read_text(encoding="utf-8"))):
         if line.strip():
             try:
                 return int(json.loads(line)["iteration"]) >= iterations
