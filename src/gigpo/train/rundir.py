@@ -30,7 +30,7 @@ from gigpo.train.checkpoint import (
 from gigpo.train.config import Config, ConfigError, apply_overrides, config_from_dict, validate
 from gigpo.train.config_secrets import has_secret, is_secret_key, mask_flat
 from gigpo.train.provenance import ENVIRONMENT_FILE, record_start
-from gigpo.train.runlock import RunDirLocked, lock_run_dir  # noqa: F401 - RunDirLocked: re-exported
+from gigpo.train.runlock import LOCK_FILE, RunDirLocked, lock_run_dir  # noqa: F401 - RunDirLocked: re-exported
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +119,10 @@ def check_fresh_run_dir(cfg: Config, run_dir: str | Path | None = None) -> None:
     path = Path(explicit)
     if path.exists() and not path.is_dir():
         raise RunDirError(f"train.run_dir={path} is a file, not a directory")
+    links = [n for n in (*RUN_ENTRIES, LOCK_FILE) if (path / n).is_symlink()]
+    if links:  # a run writes these: through a link it would write wherever the link points
+        raise RunDirError(f"{path / links[0]} is a symlink: a run writes its own files in its directory, never "
+                          "through a link; remove it, or choose another train.run_dir")
     nested = _enclosing_run(path)
     if nested is not None:
         raise RunDirError(f"train.run_dir={path} is inside {nested[0]} of the run {nested[1]}: its files would be "

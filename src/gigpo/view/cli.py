@@ -36,7 +36,7 @@ def view_main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
         if not (math.isfinite(args.max_mb) and 0 < args.max_mb <= MAX_MB):
-            raise ViewError(f"--max-mb must be a number in (0, {MAX_MB:g}], got {args.max_mb:g}")
+            raise ViewError(f"--max-mb must be > 0 and at most {MAX_MB:g} (a finite number of MB), got {args.max_mb:g}")
         if args.serve:
             if not 0 <= args.port <= 65535:
                 raise ViewError(f"--port must be in [0, 65535], got {args.port}")
