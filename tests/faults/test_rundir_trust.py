@@ -144,6 +144,10 @@ def test_the_schema_marks_the_api_key_secret():
                           "env": {"options": {"token": KEY, "user_api_key_env": "MY_VAR"}}})
     assert KEY not in json.dumps(masked) and masked["env"]["options"]["user_api_key_env"] == "MY_VAR"
     assert mask_config({"rollout": {"openai": {"api_key": ""}}})["rollout"]["openai"]["api_key"] == ""
+    from gigpo.train.config_secrets import mask_override
+
+    assert mask_override(f"rollout.openai.api_key={KEY}") == f"rollout.openai.api_key={MASK}"
+    assert mask_override("rollout.groups=8") == "rollout.groups=8" and mask_override("--api-key=x") == "--api-key=x"
 
 
 def test_print_config_masks_and_a_masked_config_is_refused(tmp_path, capsys):

@@ -72,6 +72,13 @@ def mask_flat(flat: dict[str, Any]) -> dict[str, Any]:
     return {k: _masked(v) if is_secret_key(k) else v for k, v in flat.items()}
 
 
+def mask_override(arg: str) -> str:
+    """A ``key=value`` command-line override with the value masked when the key is secret (a command written to
+    a log or a file); any other argument unchanged."""
+    key, sep, value = arg.partition("=")
+    return f"{key}={_masked(value)}" if sep and not key.startswith("-") and is_secret_key(key.strip()) else arg
+
+
 def mask_config(data: Any) -> Any:
     """A deep copy of a nested config mapping (``Config.to_dict()``, a parsed config.yaml of any version) with
     every secret value masked; anything that is not a mapping is returned as is."""

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gigpo.safefiles import json_lines
+from gigpo.train.config_secrets import mask_override
 from gigpo.train.sweep_aggregate import aggregate, write_outputs
 
 #: config keys the sweep sets itself (a user override of them would break the layout or the seed axis)
@@ -218,7 +219,7 @@ def run_one(config: str | None, cell: Cell, seed: int, run_dir: Path, env: dict[
         if config:
             cmd += ["--config", config]
         cmd += [*cell.overrides, f"train.seed={seed}", f"train.run_dir={run_dir}", "train.progress=false"]
-    (run_dir / "sweep_cmd.txt").write_text(" ".join(cmd) + "\n")
+    (run_dir / "sweep_cmd.txt").write_text(" ".join(map(mask_override, cmd)) + "\n")  # a log: no secrets
     t0 = time.perf_counter()
     log_path = run_dir / "train.log"
     with log_path.open("w") as log:
