@@ -6,6 +6,7 @@ messages) while its own config.yaml keeps them, readable by its owner only."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import stat
 from pathlib import Path
@@ -197,3 +198,21 @@ def test_a_resume_message_never_shows_a_key():
     changes = config_changes(old, new)
     assert "sk-old-key-000" not in repr(changes) and KEY not in repr(changes) and "env.options.size" in changes
     assert safe_on_resume("rollout.openai.api_key")  # a rotated key changes who may call, not what is trained
+
+
+@pytest.mark.parametrize("name,kind", [("metrics.jsonl", "fifo"), ("environment.json", "fifo"),
+                                       ("metrics.jsonl", "link"), ("curves.png", "link")])
+def test_a_resume_refuses_special_run_files(base_run, tmp_path, name, kind, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(base_run, run)
+    (run / LOCK_FILE).unlink(missing_ok=True)
+    victim = _victim(tmp_path)
+    (run / name).unlink(missing_ok=True)
+    if kind == "fifo":
+        os.mkfifo(run / name)
+    else:
+        (run / name).symlink_to(victim)
+    assert cli_main(["train", "--resume", str(run), "train.iterations=2"]) == 2  # at once: a FIFO read would block
+    err = capsys.readouterr().err
+    assert ("is not a regular file" if kind == "fifo" else "is a symlink") in err and err.count("\n") == 1
+    assert victim.read_text() == "precious\n"

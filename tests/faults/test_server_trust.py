@@ -102,6 +102,22 @@ def test_view_serve_refuses_a_foreign_host(view_server, path):
     assert _get(view_server, path, host="127.0.0.1:8050")[0] == 200
 
 
+def test_the_retriever_checks_the_host_too(tmp_path):
+    from gigpo.envs.search.retrieval import BM25Retriever
+    from gigpo.envs.search.server import make_server as make_retriever_server
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"id": str(i), "contents": f"doc {i} alpha"}) + "\n" for i in range(5)))
+    srv = _start(make_retriever_server(BM25Retriever(corpus), port=0, n_docs=5))
+    try:
+        body = {"queries": ["alpha"], "topk": 1}
+        assert _get(srv, "/retrieve", host="evil.example", method="POST", body=body)[0] == 403
+        assert _get(srv, "/retrieve", host="localhost", method="POST", body=body)[0] == 200
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
 def test_the_host_parser():
     assert host_name("[::1]:8000") == "::1" and host_name("LocalHost:80") == "localhost"
     assert host_name("::1") == "::1" and host_name("a.b") == "a.b"

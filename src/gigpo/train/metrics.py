@@ -94,6 +94,7 @@ def plot_curves(metrics_path: Path, out: Path) -> Path | None:
         if key2:
             ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out, dpi=100)
+    with open_nofollow(out, "wb") as f:  # never through a link planted at curves.png
+        fig.savefig(f, format="png", dpi=100)
     plt.close(fig)
     return out

@@ -100,6 +100,18 @@ def _enclosing_run(path: Path) -> tuple[Path, Path] | None:
     return None
 
 
+def check_run_files(run_dir: Path, *, fresh: bool) -> None:
+    """RunDirError when a file a run writes is a symlink (it would be written wherever the link points) or, on a
+    resume (``fresh=False``), one it reads back is not a regular file (a FIFO would block the resume forever)."""
+    for name in (*RUN_ENTRIES, LOCK_FILE):
+        p = run_dir / name
+        if p.is_symlink():
+            raise RunDirError(f"{p} is a symlink: a run writes its own files in its directory, never through a "
+                              "link; remove it" + (", or choose another train.run_dir" if fresh else ""))
+        if not fresh and p.exists() and not (p.is_file() or p.is_dir()):
+            raise RunDirError(f"{p} is not a regular file (a FIFO, socket or device): remove it to resume")
+
+
 def run_contents(run_dir: Path) -> list[str]:
     """What makes ``run_dir`` another run's directory: checkpoints or metrics (a lone config.yaml does not)."""
     used = []
@@ -119,10 +131,7 @@ def check_fresh_run_dir(cfg: Config, run_dir: str | Path | None = None) -> None:
     path = Path(explicit)
     if path.exists() and not path.is_dir():
         raise RunDirError(f"train.run_dir={path} is a file, not a directory")
-    links = [n for n in (*RUN_ENTRIES, LOCK_FILE) if (path / n).is_symlink()]
-    if links:  # a run writes these: through a link it would write wherever the link points
-        raise RunDirError(f"{path / links[0]} is a symlink: a run writes its own files in its directory, never "
-                          "through a link; remove it, or choose another train.run_dir")
+    check_run_files(path, fresh=True)
     nested = _enclosing_run(path)
     if nested is not None:
         raise RunDirError(f"train.run_dir={path} is inside {nested[0]} of the run {nested[1]}: its files would be "
@@ -276,6 +285,8 @@ def plan_resume(run_dir: str | Path, overrides: dict | None = None, *, allow_con
     NoCheckpointError (nothing intact to resume from; never a silent restart), CheckpointError (a file that
     would run code) or NothingToDo (the run already reached train.iterations)."""
     run_dir = Path(run_dir)
+    if run_dir.is_dir():
+        check_run_files(run_dir, fresh=False)
     base = read_run_config(run_dir)
     overrides = dict(overrides or {})
     forbidden = [k for k in overrides if k in FORBIDDEN_ON_RESUME]
