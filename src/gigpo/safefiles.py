@@ -108,7 +108,7 @@ def replace_text(path: str | Path, text: str, perms: int = 0o644) -> None:
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     try:
-        if tmp.is_symlink():
+        if tmp.is_symlink() or tmp.is_file():  # a planted link, or one left by a crash (with its old mode)
             tmp.unlink()
         write_text_nofollow(tmp, text, perms)
         os.replace(tmp, path)
