@@ -14,7 +14,7 @@ PKG = SRC / "gigpo"
 #: ``algo`` and the stdlib-only HTTP helpers import nothing of gigpo; envs know nothing of models or rollout.
 RANK = {
     "__init__": 0,  # gigpo/__init__.py holds __version__ only (imports nothing)
-    "algo": 0, "apiclient": 0, "httputil": 0,
+    "algo": 0, "apiclient": 0, "httputil": 0, "safefiles": 0,
     "envs": 1,
     "agent": 2, "models": 2,
     "rollout": 3,

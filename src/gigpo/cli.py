@@ -355,7 +355,15 @@ def _main(argv: list[str]) -> int:
             import_env_modules(_imports_in(argv))
         except EnvImportError as err:
             return _error(argv[0] if argv else "gigpo", err)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    # key=value after an option (`train env=x --print-config train.iterations=1`) is an override too: argparse
+    # alone takes one run of positionals and calls the rest unrecognized
+    args, extra = parser.parse_known_args(argv)
+    stray = [a for a in extra if a.startswith("-") or "=" not in a or not hasattr(args, "overrides")]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if extra:
+        args.overrides = [*(args.overrides or []), *extra]
     return int(args.func(args) or 0)
 
 

@@ -97,9 +97,11 @@ class HardenedHandler(BaseHTTPRequestHandler):
         return super().handle_expect_100()
 
     def authorized(self) -> bool:
-        """Check the server's key (:func:`check_bearer`) before anything else; on a refusal answer 401 (body
-        discarded unread, connection closed) and return False."""
+        """Check the ``Host`` header of a loopback server (:func:`check_host`: 403) and the server's key
+        (:func:`check_bearer`: 401) before anything else; on a refusal answer (body discarded unread, connection
+        closed) and return False."""
         try:
+            check_host(self.headers.get_all("Host"), self.server.server_address[0])
             check_bearer(self.headers, self.server.api_key)
         except HTTPError as e:
             length = (self.headers.get("Content-Length") or "").strip()
@@ -171,13 +173,50 @@ API_KEY_ENV = "GIGPO_API_KEY"
 
 def api_key_from(arg: str | None) -> str | None:
     """The server's key: ``--api-key``, else ``$GIGPO_API_KEY``, else None (no check). An empty or blank key is a
-    ValueError: it would look like protection and be none."""
+    ValueError (it would look like protection and be none), and so is one that is not printable ASCII: an HTTP
+    header carries Latin-1 at most and clients (the openai package) send ASCII only, so such a key could never
+    match."""
     key = arg if arg is not None else os.environ.get(API_KEY_ENV)
     if key is None:
         return None
     if not key.strip() or any(c.isspace() for c in key):
         raise ValueError(f"the API key (--api-key or ${API_KEY_ENV}) must be non-empty and contain no whitespace")
+    if not (key.isascii() and key.isprintable()):
+        raise ValueError(f"the API key (--api-key or ${API_KEY_ENV}) must be printable ASCII (it travels in an "
+                         "HTTP header, which no client fills with other characters)")
     return key
+
+
+#: ``Host`` names a loopback server answers to besides its loopback IP literals
+LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost", "ip6-loopback"})
+
+
+def host_name(header: str) -> str:
+    """The host part of a ``Host`` header value: ``[::1]:8000`` -> ``::1``, ``Localhost:80`` -> ``localhost``."""
+    h = header.strip().lower()
+    if h.startswith("["):
+        return h[1:h.find("]")] if "]" in h else h
+    return h.rsplit(":", 1)[0] if h.count(":") == 1 else h
+
+
+def check_host(values: list[str] | None, bound: str) -> None:
+    """A server bound to a loopback address answers only requests whose ``Host`` names a loopback address (or
+    ``localhost``): a web page the user opens could otherwise reach it through DNS rebinding (a name of the
+    attacker's that resolves to 127.0.0.1), read its data or drive it. 403, connection closed. A server bound to
+    another address is protected by its API key instead; a request without ``Host`` (HTTP/1.0) does not come
+    from a browser and passes."""
+    if not is_loopback(bound) or not values:
+        return
+    for value in values:
+        name = host_name(value)
+        try:
+            ok = ipaddress.ip_address(name).is_loopback or name == bound
+        except ValueError:
+            ok = name in LOOPBACK_NAMES
+        if len(values) > 1 or not ok:
+            raise HTTPError(403, f"Host {value[:100]!r} is not this server's address: a loopback server answers "
+                                 "requests for 127.0.0.1, ::1 or localhost only (DNS rebinding refused)",
+                            close=True)
 
 
 def is_loopback(host: str) -> bool:

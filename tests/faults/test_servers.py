@@ -79,7 +79,7 @@ def _raw(srv, data: bytes, timeout: float = 10.0) -> tuple[int, dict]:
 
 
 def _post(path: str, body: bytes, headers: str = "") -> bytes:
-    return (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n{headers}\r\n").encode() + body
+    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n{headers}\r\n").encode() + body
 
 
 def _json(srv, path: str, obj=None, raw_body: str | None = None, timeout: float = 30.0) -> tuple[int, dict]:
@@ -149,7 +149,7 @@ def test_100_concurrent_fresh_connections_are_all_answered(which, request):
 def test_bad_content_length_is_a_clear_4xx_at_once(which, path, header, status, words, request):
     srv = request.getfixturevalue(which)
     t0 = time.monotonic()
-    got, body = _raw(srv, f"POST {path} HTTP/1.1\r\nHost: x\r\n{header}\r\n{{}}".encode())
+    got, body = _raw(srv, f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{header}\r\n{{}}".encode())
     assert (got, words in _msg(body)) == (status, True), body
     assert time.monotonic() - t0 < READ_TIMEOUT  # answered without waiting for a body
 
@@ -158,7 +158,7 @@ def test_bad_content_length_is_a_clear_4xx_at_once(which, path, header, status, 
 def test_a_body_shorter_than_announced_times_out_with_408(which, path, request):
     srv = request.getfixturevalue(which)
     t0 = time.monotonic()
-    status, body = _raw(srv, f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{{}}".encode())
+    status, body = _raw(srv, f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{{}}".encode())
     took = time.monotonic() - t0
     assert status == 408 and "not received" in _msg(body)
     assert READ_TIMEOUT * 0.9 <= took < READ_TIMEOUT + 5  # the thread is freed after the read timeout
@@ -174,7 +174,7 @@ def test_an_oversized_body_gets_413_not_a_connection_reset(which, path, request)
     assert status == 413 and "--max-body-bytes" in _msg(body)
     assert time.monotonic() - t0 < 5
     # a client that asks first (Expect: 100-continue) is refused before sending anything
-    status, body = _raw(srv, f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(big)}\r\n"
+    status, body = _raw(srv, f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(big)}\r\n"
                              "Expect: 100-continue\r\n\r\n".encode())
     assert status == 413
 

@@ -86,7 +86,10 @@ def test_concat_context_beyond_the_model_is_an_error():
     model = load_model("tiny").model
     cfg = load_config(None, ["algorithm=grpo", "rollout.mode=concat"])
     assert context_limit(cfg, model) == model.config.max_position_embeddings
-    cfg = load_config(None, ["algorithm=grpo", "rollout.mode=concat", "rollout.concat.max_tokens=100000"])
+    # the tiny model's context is known before it loads: the config is refused when it is read (issue 39)
+    with pytest.raises(ConfigError, match=r"above the context length of model tiny \(1024 tokens\)"):
+        load_config(None, ["algorithm=grpo", "rollout.mode=concat", "rollout.concat.max_tokens=100000"])
+    cfg.rollout.concat.max_tokens = 100000  # a model whose context is known only once loaded: checked then
     with pytest.raises(ConfigError, match="exceeds"):
         context_limit(cfg, model)
 

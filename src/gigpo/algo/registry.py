@@ -26,12 +26,15 @@ import numpy as np
 EPISODE_TERMS = ("grpo", "rloo")
 
 
-def option(default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any = None) -> Any:
+def option(default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any = None, secret: bool = False) -> Any:
     """One estimator option: its default and its description, kept as data on the dataclass field
-    (``metadata["doc"]``), read by ``--help`` and the test that every config key is documented."""
+    (``metadata["doc"]``), read by ``--help`` and the test that every config key is documented. ``secret``: the
+    value is a credential (``metadata["secret"]``), masked wherever gigpo shows or shares a config
+    (gigpo.train.config_secrets)."""
+    meta = {"doc": doc, "secret": True} if secret else {"doc": doc}
     if factory is not None:
-        return field(default_factory=factory, metadata={"doc": doc})
-    return field(default=default, metadata={"doc": doc})
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
 
 
 @dataclass(frozen=True)

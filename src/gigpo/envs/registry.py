@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gigpo.envs.base import Env
@@ -172,6 +173,26 @@ def _import_watched(name: str) -> None:
         note.cancel()
 
 
+def _module_of(given: str) -> str:
+    """The module name to import for ``--import given``: ``given`` itself, or for a path (``./my_envs.py``,
+    ``../x/my_envs``, a package directory) the file's name, with its directory put first on ``sys.path`` (spawned
+    env workers inherit it, so they import the module by the same name)."""
+    looks_like_path = given.endswith(".py") or "/" in given or os.sep in given or given.startswith(".")
+    if not looks_like_path:
+        return given
+    path = Path(given).expanduser()
+    candidates = [path] if path.suffix == ".py" else [path.with_name(path.name + ".py"), path]
+    for c in candidates:
+        if c.is_file() and c.suffix == ".py" or c.is_dir() and (c / "__init__.py").is_file():
+            folder = str(c.resolve().parent)
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
+            return c.stem if c.is_file() else c.name
+    raise EnvImportError(f"--import {given}: no file {path}{'' if path.suffix else ' or ' + str(path) + '.py'} "
+                         "(--import takes a module name, e.g. my_envs, or the path of a .py file or package "
+                         "directory)")
+
+
 def import_env_modules(names: list[str]) -> None:
     """Import each module of ``names`` (``--import``), which registers its envs. The current directory is
     searched last, so ``--import my_envs`` finds ./my_envs.py also from the installed ``gigpo`` script.
@@ -182,7 +203,8 @@ def import_env_modules(names: list[str]) -> None:
         sys.path.append(os.getcwd())
     if names:
         _ensure_builtins()
-    for name in names:
+    for given in names:
+        name = _module_of(given)
         before = dict(_REGISTRY)
         try:
             _import_watched(name)
@@ -191,7 +213,8 @@ def import_env_modules(names: list[str]) -> None:
         except ModuleNotFoundError as err:
             if err.name and (name == err.name or name.startswith(err.name + ".")):
                 raise EnvImportError(f"--import {name}: no module named {err.name!r} (looked in sys.path and "
-                                     f"the current directory)") from None
+                                     f"the current directory; --import takes a module name, e.g. my_envs, or "
+                                     f"the path of a .py file)") from None
             raise EnvImportError(f"--import {name}: it imports {err.name!r}, which is not installed") from None
         except Exception as err:  # noqa: BLE001 - any failure of user code is reported as one line
             detail = " ".join(str(err).split())

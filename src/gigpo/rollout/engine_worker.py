@@ -50,6 +50,11 @@ def _constraint_spec(c: Any) -> tuple | None:
 
 def _worker_main(conn: Any, model: Any, tokenizer: Any, threads: int) -> None:
     """The child: answer ``("generate", prompts, kwargs, specs)``, ``("seed", s)``, ``("close",)``."""
+    import signal
+
+    # Ctrl-C reaches the whole process group; the learner stops this worker itself (close), so the worker must
+    # not die first with a KeyboardInterrupt traceback that the learner would take for a crash
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from gigpo.agent.constrained import ConstraintCache
 
     if threads:

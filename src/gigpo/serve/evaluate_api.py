@@ -16,6 +16,7 @@ from typing import Any
 
 from gigpo.apiclient import APIError, ChatClient, Usage
 from gigpo.rollout.batch import Trajectory
+from gigpo.safefiles import json_lines
 from gigpo.serve.chat_prompt import ChatPromptBuilder
 from gigpo.serve.engine import OpenAIEngine
 from gigpo.train.compose import build_collector, eval_seeds
@@ -110,7 +111,7 @@ def load_results(out_dir: Path) -> dict[int, EpisodeResult]:
     out: dict[int, EpisodeResult] = {}
     if not path.exists():
         return out
-    for line in path.read_text().splitlines():
+    for line in json_lines(path.read_text(encoding="utf-8")):
         try:
             rec = EpisodeResult.from_record(json.loads(line))
         except (ValueError, TypeError):

@@ -13,7 +13,8 @@
 
 The path is read on the server's machine: a learner and a server on one host (or a shared filesystem). Who may
 push: a client with the server's ``--api-key`` (every route checks it), and only files under ``--weights-dir``
-(symlinks resolved first; a relative path is taken under it). Without ``--weights-dir`` the route answers 403.
+(every link resolved first, the ``model.safetensors`` inside a named directory included; a relative path is
+taken under it). Without ``--weights-dir`` the route answers 403.
 A path outside the directory gets the same 403 whether or not it exists, so the route reveals nothing about the
 rest of the host. A file that is not safetensors, does not fit the model (names, shapes) or holds a NaN/Inf is
 refused with 400 and the served weights stay as they were.
@@ -41,11 +42,15 @@ def resolve_weights_file(path: Any, weights_dir: Path | None) -> Path:
                                 "directory the learner pushes to)")
     if not isinstance(path, str) or not path or "\0" in path:
         raise ValueError("'path' must be a non-empty string (a .safetensors file or a directory holding one)")
+    outside = OutsideWeightsDir("'path' is not under this server's --weights-dir")
     p = (weights_dir / path).resolve()  # an absolute path replaces weights_dir; ".." and links are resolved
     if not p.is_relative_to(weights_dir):
-        raise OutsideWeightsDir("'path' is not under this server's --weights-dir")
+        raise outside
     if p.is_dir():
-        p = p / "model.safetensors"
+        # the file inside is resolved whole too: DIR/sub/model.safetensors may itself be a link out of DIR
+        p = (p / "model.safetensors").resolve()
+        if not p.is_relative_to(weights_dir):
+            raise outside
     if not p.is_file():
         raise FileNotFoundError(f"no weights file at {p}")
     return p

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from gigpo.rollout.batch import COLUMNS, RolloutBatch, Trajectory
+from gigpo.safefiles import write_text_nofollow
 
 ASYNC_FILE = "async_batches.json"
 
@@ -83,7 +84,7 @@ def save_batches(path: Path, owed: dict[int, tuple], start_version: int) -> None
     for it, (batch, stats, row_shard, v, seconds) in sorted(owed.items()):
         out["batches"].append({"iteration": it, "version": v, "seconds": seconds, "stats": stats,
                                "row_shard": np.asarray(row_shard).tolist(), "batch": _batch_to_json(batch)})
-    Path(path).write_text(json.dumps(out))
+    write_text_nofollow(path, json.dumps(out))
 
 
 def load_batches(path: Path) -> tuple[dict[int, tuple], int]:

@@ -117,12 +117,27 @@ class WeightStore:
             return (fn(self._slots[version % self.keep]),)
 
 
+def check_snapshot_memory(model: Any, keep: int) -> None:
+    """ConfigError when ``keep`` CPU copies of ``model`` (the weight store of ``rollout.max_staleness`` + 1
+    versions) do not fit in this machine's memory: one line before the store is built, not a climb to swap."""
+    from gigpo.train.config_bounds import snapshot_bytes
+    from gigpo.train.config_error import ConfigError
+    from gigpo.train.memory_estimate import human_bytes, memory_limit_bytes
+
+    need, limit = snapshot_bytes(model, keep), memory_limit_bytes()
+    if limit is not None and need > limit:
+        raise ConfigError(f"rollout.max_staleness={keep - 1} keeps {keep} CPU copies of the model for the async "
+                          f"rollout ({human_bytes(need)}), more than this machine's {human_bytes(limit)} of memory; "
+                          "lower rollout.max_staleness")
+
+
 class _GuardedCollector:
     """The collector, with a dead rollout worker turned into failed trajectories (the env-fault contract) and
     the worker restarted on the version it served. Keeps the failed-iteration counters of the run."""
 
-    def __init__(self, collector: Any, engine: Any, repush: Any):
+    def __init__(self, collector: Any, engine: Any, repush: Any, stopping: threading.Event | None = None):
         self.collector, self.engine, self.repush = collector, engine, repush
+        self.stopping = stopping or threading.Event()  # set: the run is shutting down (Ctrl-C, the end)
         self.failed_streak = 0
         self.iterations_collected = 0
 
@@ -132,6 +147,8 @@ class _GuardedCollector:
         try:
             return self.collector.collect(seeds, group_size, temperature)
         except WorkerDied as e:
+            if self.stopping.is_set():  # closed under it by a stopping run: no restart, nothing to report
+                raise
             log.warning("%s; its %d trajectories fail, the worker is restarted and the run goes on", e,
                         len(seeds) * group_size)
             self.engine.restart()
@@ -150,7 +167,9 @@ class AsyncRollout:
         """``pushed_version``: the version ``engine`` already holds (the trainer's engine, pushed by
         ``start_engine``); ``owns_engine``: :meth:`close` closes it."""
         self.cfg = cfg
-        self.s = int(cfg.rollout.max_staleness)
+        # a batch is at most train.iterations - 1 versions old: more slots than that would hold copies never read
+        self.s = min(int(cfg.rollout.max_staleness), max(1, int(cfg.train.iterations)))
+        check_snapshot_memory(model, self.s + 1)
         self.engine = engine
         self.owns_engine = owns_engine
         self.start_version = self.min_version = int(start_iteration)  # min: no older version exists here
@@ -173,7 +192,7 @@ class AsyncRollout:
             saved, self.start_version = load_batches(resumed_from / ASYNC_FILE)
             self._ready.update(saved)
             first = max([start_iteration, *saved]) + 1
-        self._collector = _GuardedCollector(collector, engine, self._repush)
+        self._collector = _GuardedCollector(collector, engine, self._repush, self._stop)
         self._thread = threading.Thread(target=self._run, args=(first,), name="gigpo-async-rollout", daemon=True)
         self._thread.start()
 

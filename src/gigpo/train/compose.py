@@ -6,6 +6,7 @@ their rollouts here, so every path collects the same way."""
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from gigpo.envs.registry import get_spec
 from gigpo.rollout import Collector
 from gigpo.train import rng_streams
 from gigpo.train.config import Config, ConfigError, env_option_error
+from gigpo.train.config_bounds import check_token_caps, context_from_dir
 
 #: Train task seeds live in [0, 2^30); held-out evaluation seeds in [2^30, 2^31) — disjoint by construction.
 EVAL_SEED_BASE = 2**30
@@ -108,6 +110,9 @@ def check_model_options(cfg: Config, model_name: str | None = None) -> None:
             check()
         except (TypeError, ValueError) as err:
             raise ConfigError(f"{key}: {' '.join(str(err).split())}") from None
+    source = resolve_model_source(model_name or m.name)
+    if Path(source).is_dir():  # a local or cached model: its context bounds the token caps (config_bounds)
+        check_token_caps(cfg, context_from_dir(source), model_name or m.name)
 
 
 def preflight(cfg: Config, model_name: str | None = None) -> None:

@@ -14,6 +14,7 @@ import typing
 from typing import Any, Literal, get_args, get_origin
 
 from gigpo.train.algorithms import algorithm_names, check_algorithm, spec_of
+from gigpo.train.config_bounds import check_async_staleness, check_secrets, check_token_caps, known_context
 from gigpo.train.config_coerce import INT_LIMIT, coerce
 from gigpo.train.config_error import ConfigError
 from gigpo.train.config_rollout import check_rollout_engines
@@ -102,8 +103,7 @@ def validate(cfg: Config) -> None:
     _check(r.env_timeout_s > 0, "rollout.env_timeout_s must be > 0")
     if r.async_:  # rollout.async: gigpo.train.async_rollout (before the engines' checks: refused whether or not
         # the refused engine is installed)
-        _check(r.max_staleness >= 1, "rollout.async=true needs rollout.max_staleness >= 1 (the policy versions of "
-               "lag that let rollout overlap the update), got 0")
+        check_async_staleness(cfg)  # >= 1, and no more than the run can use (gigpo.train.config_bounds)
         _check(r.engine in ("hf", "openai"), "rollout.async=true samples in a rollout worker process "
                f"(rollout.engine=hf) or on servers (rollout.engine=openai); rollout.engine={r.engine} is not "
                "supported with it yet")
@@ -155,6 +155,8 @@ def validate(cfg: Config) -> None:
     _check(cfg.prompt.max_prompt_tokens >= 16, "prompt.max_prompt_tokens must be >= 16")
     _check_parallel(cfg)
     check_algorithm(cfg, _check)
+    check_secrets(cfg)  # a masked value used as a key, a key no HTTP header can carry
+    check_token_caps(cfg, known_context(cfg))  # a cap above the model's context (before the memory estimate)
     check_rollout_memory(cfg)  # a rollout shape beyond this machine's memory (gigpo.train.memory_estimate)
     if cfg.lora.enabled:
         _check(cfg.lora.r >= 1, "lora.r must be >= 1")

@@ -76,5 +76,9 @@ def describe() -> str:
 
 
 def config_yaml(cfg: Config) -> str:
-    """``cfg`` as YAML, in the sections' order; :func:`gigpo.train.config.config_from_dict` reads it back."""
-    return yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True)
+    """``cfg`` as YAML, in the sections' order, secrets masked (``--print-config`` output is pasted and shared;
+    gigpo.train.config_secrets); :func:`gigpo.train.config.config_from_dict` reads it back (a masked key is
+    refused there: set the key again, or use the GIGPO_API_KEY environment variable)."""
+    from gigpo.train.config_secrets import mask_config
+
+    return yaml.safe_dump(mask_config(cfg.to_dict()), sort_keys=False, allow_unicode=True)

@@ -102,6 +102,26 @@ def renamed_key(key: str) -> str:
     return new
 
 
+def rename_keys(flat: dict[str, Any], where: str) -> dict[str, Any]:
+    """``flat`` with old key names replaced by their new ones (:func:`renamed_key`). One key given twice in one
+    source, under its old and its new name (``rollout.engine_urls`` and ``rollout.openai.urls``, also inside a
+    sub-section mapping ``rollout.openai: {urls: ...}``), is a ConfigError: which one was meant cannot be told,
+    and the later would silently win."""
+    out: dict[str, Any] = {}
+    spelled: dict[str, str] = {}  # a leaf key -> how this source spelled it
+    for k, v in flat.items():
+        new = renamed_key(k) if k in RENAMED_KEYS else k
+        leaves = {f"{new}.{sub}": f"{k}.{sub}" for sub in v} if isinstance(v, dict) else {new: k}
+        for leaf, spelling in leaves.items():
+            other = spelled.setdefault(leaf, spelling)
+            if other != spelling:
+                old_name = other if other in RENAMED_KEYS else spelling
+                raise ConfigError(f"{other} and {spelling} are both set {where}, but they are one key ({old_name} "
+                                  f"is the old name of {leaf}): set {leaf} only")
+        out[new] = v
+    return out
+
+
 def _set_in_subsection(cfg: Config, key: str, parent: Any, head: str, rest: str, value: Any) -> None:
     """Set ``rest`` (a key, or empty with a mapping of keys) of sub-section ``parent.<head>``, named ``key``. The
     sub-section is replaced by an updated copy, so a frozen options dataclass (a user's estimator) works too."""
@@ -180,9 +200,9 @@ def load_config(path: str | None = None, overrides: list[str] | dict | None = No
     cfg = Config()
     data = read_config_file(resolve_config_path(path or "quickstart"))
     # renamed once here, so each old key is one note although the file is applied twice (probe, then for real)
-    file_flat = {renamed_key(k): v for k, v in _flatten(data).items()}
+    file_flat = rename_keys(_flatten(data), f"in {path or 'quickstart'}")
     cli_flat = (parse_cli_overrides(overrides) if isinstance(overrides, list) else dict(overrides)) if overrides else {}
-    cli_flat = {renamed_key(k): v for k, v in cli_flat.items()}
+    cli_flat = rename_keys(cli_flat, "among the overrides")
     # First pass: which algorithm? Its preset (configs/algos/) then sits below the file and the CLI.
     probe = apply_overrides(Config(), file_flat)
     apply_overrides(probe, cli_flat)

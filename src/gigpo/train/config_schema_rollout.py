@@ -52,7 +52,8 @@ class OpenAIEngineConfig:
     max_retries: int = key(5, "retries of a failed request (exponential backoff), then the run stops (>= 0)")
     api_key: str = key(
         "", "API key sent as 'Authorization: Bearer KEY' (generation and weight pushes); empty = the "
-        "GIGPO_API_KEY environment variable, else none. Prefer the variable: config.yaml is saved in the run")
+        "GIGPO_API_KEY environment variable, else none. Prefer the variable: config.yaml is saved in the run "
+        "(reports, trackers and --print-config show it masked)", secret=True)
     weights_dir: str = key(
         "", "directory the learner writes pushed weights to, readable by the servers (pass the same directory "
         "to gigpo serve --weights-dir); empty = RUN_DIR/pushed_weights")

@@ -72,7 +72,7 @@ def batch_bytes_floor(cfg) -> tuple[int, str]:
     return total, how
 
 
-def _human(n: int) -> str:
+def human_bytes(n: int) -> str:
     for unit, size in (("EB", 1 << 60), ("PB", 1 << 50), ("TB", 1 << 40), ("GB", 1 << 30), ("MB", 1 << 20)):
         if n >= size:
             return f"{n / size:.3g} {unit}"
@@ -90,5 +90,5 @@ def check_rollout_memory(cfg, limit: int | None = None) -> None:
     if need > limit:
         raise ConfigError(
             f"rollout.groups={cfg.rollout.groups} x rollout.group_size={cfg.rollout.group_size} needs at least "
-            f"{_human(need)} per iteration ({how}), more than this machine's {_human(limit)} of memory; lower "
+            f"{human_bytes(need)} per iteration ({how}), more than this machine's {human_bytes(limit)} of memory; lower "
             "rollout.groups, rollout.group_size, rollout.max_steps or prompt.max_prompt_tokens")

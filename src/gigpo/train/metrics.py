@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
+
+from gigpo.safefiles import json_lines, open_nofollow, replace_text
 
 
 def _clean(v: Any) -> Any:
@@ -38,19 +39,17 @@ class MetricsLog:
         if not self.path.exists():
             return
         keep = []
-        for ln in self.path.read_text().splitlines():
+        for ln in json_lines(self.path.read_text(encoding="utf-8")):
             try:
                 if int(json.loads(ln)["iteration"]) <= iteration:
                     keep.append(ln)
             except (ValueError, KeyError, TypeError):
                 continue
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text("".join(ln + "\n" for ln in keep))
-        os.replace(tmp, self.path)
+        replace_text(self.path, "".join(ln + "\n" for ln in keep))
 
     def write(self, record: dict) -> None:
         record = {k: _clean(v) for k, v in record.items()}
-        with self.path.open("a") as f:
+        with open_nofollow(self.path, "a") as f:
             f.write(json.dumps(record) + "\n")
         if self.tb is not None:
             for k, v in record.items():
@@ -60,7 +59,7 @@ class MetricsLog:
 
 
 def read_metrics(path: Path) -> list[dict]:
-    return [json.loads(ln) for ln in Path(path).read_text().splitlines() if ln.strip()]
+    return [json.loads(ln) for ln in json_lines(Path(path).read_text(encoding="utf-8")) if ln.strip()]
 
 
 def plot_curves(metrics_path: Path, out: Path) -> Path | None:
@@ -95,6 +94,7 @@ def plot_curves(metrics_path: Path, out: Path) -> Path | None:
         if key2:
             ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out, dpi=100)
+    with open_nofollow(out, "wb") as f:  # never through a link planted at curves.png
+        fig.savefig(f, format="png", dpi=100)
     plt.close(fig)
     return out

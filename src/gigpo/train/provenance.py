@@ -24,6 +24,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from gigpo.safefiles import replace_text
+
 log = logging.getLogger(__name__)
 
 ENVIRONMENT_FILE = "environment.json"
@@ -103,7 +105,5 @@ def record_start(run_dir: str | Path, iteration: int, device: str = "cpu") -> di
             "valid but not bit-identical to an uninterrupted run",
             ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changed.items()),
         )
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(history + [record], indent=1) + "\n")
-    os.replace(tmp, path)  # a crash mid-write leaves the previous history, never half a file
+    replace_text(path, json.dumps(history + [record], indent=1) + "\n")  # a crash mid-write: the old history
     return changed

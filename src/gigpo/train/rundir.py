@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from gigpo.safefiles import read_regular, replace_text
 from gigpo.train.checkpoint import (
     NoCheckpointError,
     load_optimizer_state,
@@ -27,8 +28,9 @@ from gigpo.train.checkpoint import (
     remove_stale_tmp,
 )
 from gigpo.train.config import Config, ConfigError, apply_overrides, config_from_dict, validate
+from gigpo.train.config_secrets import has_secret, is_secret_key, mask_flat
 from gigpo.train.provenance import ENVIRONMENT_FILE, record_start
-from gigpo.train.runlock import RunDirLocked, lock_run_dir  # noqa: F401 - RunDirLocked: re-exported
+from gigpo.train.runlock import LOCK_FILE, RunDirLocked, lock_run_dir  # noqa: F401 - RunDirLocked: re-exported
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,50 @@ def default_run_dir(cfg: Config) -> Path:
     return Path("runs") / f"{env}-{cfg.algorithm.name.replace('+', '-')}-{stamp}"
 
 
+#: the first line of every config.yaml gigpo writes into a run directory: a config.yaml without it is the user's
+CONFIG_MARKER = "# gigpo run config: the resolved configuration of this run, written by gigpo train (--resume reads it)"
+#: run entries that are directories: a run directory inside one of another run's would be taken for its files
+NESTED_ENTRIES = ("checkpoints", "samples", "tensorboard", "wandb", "mlruns")
+
+
+def written_by_gigpo(config_file: Path) -> bool:
+    """``config_file`` is a regular file (not a link) whose first line is :data:`CONFIG_MARKER`."""
+    if config_file.is_symlink():
+        return False
+    try:
+        head, _ = read_regular(config_file, len(CONFIG_MARKER.encode()) + 2)
+    except OSError:
+        return False
+    return head.decode("utf-8", "replace").splitlines()[:1] == [CONFIG_MARKER]
+
+
+def _enclosing_run(path: Path) -> tuple[Path, Path] | None:
+    """``(entry, run)`` when ``path`` is, or lies inside, an entry of :data:`NESTED_ENTRIES` of another run's
+    directory (resolved whole, links included); None otherwise."""
+    try:
+        full = path.resolve()
+    except (OSError, RuntimeError):
+        return None
+    for entry in (full, *full.parents):
+        run = entry.parent
+        if entry.name in NESTED_ENTRIES and run != entry and (
+                written_by_gigpo(run / "config.yaml") or (run / "metrics.jsonl").is_file()):
+            return entry, run
+    return None
+
+
+def check_run_files(run_dir: Path, *, fresh: bool) -> None:
+    """RunDirError when a file a run writes is a symlink (it would be written wherever the link points) or, on a
+    resume (``fresh=False``), one it reads back is not a regular file (a FIFO would block the resume forever)."""
+    for name in (*RUN_ENTRIES, LOCK_FILE):
+        p = run_dir / name
+        if p.is_symlink():
+            raise RunDirError(f"{p} is a symlink: a run writes its own files in its directory, never through a "
+                              "link; remove it" + (", or choose another train.run_dir" if fresh else ""))
+        if not fresh and p.exists() and not (p.is_file() or p.is_dir()):
+            raise RunDirError(f"{p} is not a regular file (a FIFO, socket or device): remove it to resume")
+
+
 def run_contents(run_dir: Path) -> list[str]:
     """What makes ``run_dir`` another run's directory: checkpoints or metrics (a lone config.yaml does not)."""
     used = []
@@ -85,12 +131,24 @@ def check_fresh_run_dir(cfg: Config, run_dir: str | Path | None = None) -> None:
     path = Path(explicit)
     if path.exists() and not path.is_dir():
         raise RunDirError(f"train.run_dir={path} is a file, not a directory")
+    check_run_files(path, fresh=True)
+    nested = _enclosing_run(path)
+    if nested is not None:
+        raise RunDirError(f"train.run_dir={path} is inside {nested[0]} of the run {nested[1]}: its files would be "
+                          "taken for that run's (gigpo eval, --resume); choose a directory outside it")
     used = run_contents(path) if path.is_dir() else []
     if used and not cfg.train.overwrite:
         raise RunDirError(
             f"{path} already holds a run ({', '.join(used)}); continue it with `gigpo train --resume {path}`, "
             "or pass train.overwrite=true to delete its checkpoints and metrics and start over"
         )
+    own = path / "config.yaml"
+    if not used and (own.exists() or own.is_symlink()) and not written_by_gigpo(own):
+        # a lone config.yaml gigpo did not write is the user's own (often the --config file itself): the run
+        # would replace it with its resolved dump, comments and all
+        raise RunDirError(f"{own} is not a run's config (gigpo did not write it; your own config file?): a run "
+                          "writes its resolved config.yaml there and would replace it; choose another "
+                          "train.run_dir, or move the file")
 
 
 def create_run_dir(cfg: Config, run_dir: str | Path | None = None) -> Path:
@@ -149,7 +207,10 @@ def write_run_records(run_dir: Path, cfg: Config, start_iteration: int, device: 
     saved = cfg.to_dict()
     # overwrite cleared the directory once; a copy of this file used as --config must not clear it again
     saved["train"]["overwrite"] = False
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
+    # the marker line tells this file from a user's own config.yaml; a key in it (rollout.openai.api_key, kept:
+    # a resume needs it) makes it readable by its owner only; never written through a symlink
+    replace_text(run_dir / "config.yaml", CONFIG_MARKER + "\n" + yaml.safe_dump(saved, sort_keys=False),
+                 perms=0o600 if has_secret(saved) else 0o644)
     record_start(run_dir, start_iteration, device)
 
 
@@ -190,14 +251,15 @@ def _flat(d: dict, prefix: str = "") -> dict[str, Any]:
 
 def config_changes(old: Config, new: Config) -> dict[str, tuple[Any, Any]]:
     """``{key: (old, new)}`` for every leaf that differs (env/model options included), run_dir excluded."""
-    a, b = _flat(old.to_dict()), _flat(new.to_dict())
+    a, b = mask_flat(_flat(old.to_dict())), mask_flat(_flat(new.to_dict()))  # messages never show a secret
     unset = "<unset>"
     return {k: (a.get(k, unset), b.get(k, unset)) for k in sorted(set(a) | set(b))
             if a.get(k, unset) != b.get(k, unset) and k != "train.run_dir"}
 
 
 def safe_on_resume(key: str) -> bool:
-    return key in SAFE_RESUME_KEYS or key.startswith(SAFE_RESUME_PREFIXES)
+    # a rotated API key changes who may call the servers, not what is trained
+    return key in SAFE_RESUME_KEYS or key.startswith(SAFE_RESUME_PREFIXES) or is_secret_key(key)
 
 
 @dataclass
@@ -223,6 +285,8 @@ def plan_resume(run_dir: str | Path, overrides: dict | None = None, *, allow_con
     NoCheckpointError (nothing intact to resume from; never a silent restart), CheckpointError (a file that
     would run code) or NothingToDo (the run already reached train.iterations)."""
     run_dir = Path(run_dir)
+    if run_dir.is_dir():
+        check_run_files(run_dir, fresh=False)
     base = read_run_config(run_dir)
     overrides = dict(overrides or {})
     forbidden = [k for k in overrides if k in FORBIDDEN_ON_RESUME]

@@ -1,7 +1,8 @@
 """One run per directory: a lock held for the life of the process that trains in it.
 
 The lock is ``RUN_DIR/.gigpo.lock``, an advisory ``flock`` on that file; the file records the holder's PID and
-host for the error message. ``flock`` belongs to the open file, so the kernel releases it when the
+host for the error message. It is opened without following a symlink (``O_NOFOLLOW``): a link planted there is
+refused, never written through. ``flock`` belongs to the open file, so the kernel releases it when the
 holder exits in any way (crash, ``kill -9``, a power cut on a local disk): a lock whose holder is dead is simply
 free, and the next run takes it over (logging which PID left it) — no stale-PID guessing. Two runs started at the
 same instant cannot both pass: whoever gets the lock second sees it held and stops with exit 2 naming the
@@ -16,13 +17,16 @@ on NFS (Linux maps it onto byte-range locks there); where ``fcntl`` does not exi
 from __future__ import annotations
 
 import atexit
+import errno
 import json
 import logging
 import os
 import socket
+import stat
 import threading
 from pathlib import Path
 
+from gigpo.safefiles import read_regular
 from gigpo.train.config_error import ConfigError
 
 try:
@@ -44,7 +48,8 @@ class RunDirLocked(ConfigError):
 
 def _holder(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text() or "{}")
+        raw, _ = read_regular(path, 4096)
+        data = json.loads(raw or b"{}")
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
@@ -75,7 +80,16 @@ def lock_run_dir(run_dir: str | Path) -> None:
             return
         path = Path(key) / LOCK_FILE
         while True:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:  # never through a symlink: the record below would overwrite the link's target
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK, 0o644)
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    os.close(fd)
+                    raise OSError(errno.EINVAL, "not a regular file")
+            except OSError as e:
+                if e.errno not in (errno.ELOOP, errno.EINVAL, errno.ENXIO):
+                    raise
+                raise RunDirLocked(f"{path} is a symlink or not a regular file: gigpo does not write its lock "
+                                   "through it; remove it (or use another train.run_dir)") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from gigpo.rollout.batch import RolloutBatch
+from gigpo.safefiles import replace_text
 
 log = logging.getLogger(__name__)
 
@@ -69,4 +70,4 @@ def write_samples(path: Path, batch: RolloutBatch, advantages: np.ndarray, k: in
         _warned = True
         log.warning("sample files are capped: observations/responses over %d characters are cut and a file stops "
                     "at %d characters (first cut in %s)", MAX_STEP_CHARS, MAX_FILE_CHARS, path)
-    path.write_text("\n".join(lines))
+    replace_text(path, "\n".join(lines))  # via path.tmp, renamed: never through a link at path

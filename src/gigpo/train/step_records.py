@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gigpo.safefiles import json_lines, read_regular_text, replace_text
+
 if TYPE_CHECKING:  # the reader below serves `gigpo view`, which must not import rollout (and torch)
     from gigpo.rollout.batch import RolloutBatch
 
@@ -200,21 +202,29 @@ def write_step_records(path: Path, cfg: Any, it: int, batch: RolloutBatch, advan
         lines.append(line)
         size += len(line.encode()) + 1
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(header) + "\n" + "".join(ln + "\n" for ln in lines), encoding="utf-8")
-    tmp.replace(path)  # a reader (gigpo view --serve) never sees half a file
+    # via path.tmp: a reader (gigpo view --serve) never sees half a file
+    replace_text(path, json.dumps(header) + "\n" + "".join(ln + "\n" for ln in lines))
     return path
 
 
-def read_step_records(path: Path) -> tuple[dict, list[dict]]:
-    """``(header, trajectories)`` of one file; a truncated or malformed line ends the read (what is complete)."""
+#: the most of one samples file :func:`read_step_records` reads (the trainer writes at most
+#: ``train.sample_max_bytes`` per iteration; a file larger than this was not written by it)
+READ_MAX_BYTES = 256 * 1024 * 1024
+
+
+def read_step_records(path: Path, max_bytes: int = READ_MAX_BYTES) -> tuple[dict, list[dict]]:
+    """``(header, trajectories)`` of one file; a truncated or malformed line ends the read (what is complete).
+    Reads at most ``max_bytes`` of a regular file (safefiles.read_regular: a FIFO or a link to a device reads
+    as empty); lines are split on ``"\\n"`` only, as the writer escapes them (an observation may hold U+2028)."""
     header: dict = {}
     trajs: list[dict] = []
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        text, _ = read_regular_text(path, max_bytes)
     except OSError:
         return header, trajs
-    for ln in text.splitlines():
+    for ln in json_lines(text):
+        if not ln.strip():
+            continue
         try:
             rec = json.loads(ln)
         except ValueError:

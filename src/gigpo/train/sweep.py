@@ -28,6 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gigpo.safefiles import json_lines
+from gigpo.train.config_secrets import mask_override
 from gigpo.train.sweep_aggregate import aggregate, write_outputs
 
 #: config keys the sweep sets itself (a user override of them would break the layout or the seed axis)
@@ -157,7 +159,7 @@ def run_finished(run_dir: Path, iterations: int) -> bool:
     path = run_dir / "metrics.jsonl"
     if not path.exists():
         return False
-    for line in reversed(path.read_text().splitlines()):
+    for line in reversed(json_lines(path.read_text(encoding="utf-8"))):
         if line.strip():
             try:
                 return int(json.loads(line)["iteration"]) >= iterations
@@ -217,7 +219,7 @@ def run_one(config: str | None, cell: Cell, seed: int, run_dir: Path, env: dict[
         if config:
             cmd += ["--config", config]
         cmd += [*cell.overrides, f"train.seed={seed}", f"train.run_dir={run_dir}", "train.progress=false"]
-    (run_dir / "sweep_cmd.txt").write_text(" ".join(cmd) + "\n")
+    (run_dir / "sweep_cmd.txt").write_text(" ".join(map(mask_override, cmd)) + "\n")  # a log: no secrets
     t0 = time.perf_counter()
     log_path = run_dir / "train.log"
     with log_path.open("w") as log:

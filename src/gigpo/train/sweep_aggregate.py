@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from gigpo.safefiles import json_lines
+
 #: per-iteration metrics carried into the CSV (absent ones are skipped)
 CURVE_METRICS = (
     "rollout/success_rate", "rollout/episode_return", "rollout/episode_length", "rollout/valid_action_rate",
@@ -34,7 +36,7 @@ FINAL_METRICS = ("final_success", "final_eval_success", "final_return", "final_v
 def _read(path: Path) -> list[dict]:
     if not path.exists():
         return []
-    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+    return [json.loads(ln) for ln in json_lines(path.read_text(encoding="utf-8")) if ln.strip()]
 
 
 def _mean_std(values: list[float]) -> tuple[float, float, int]:

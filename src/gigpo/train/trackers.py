@@ -33,6 +33,9 @@ from typing import Any
 
 import yaml
 
+from gigpo.safefiles import write_text_nofollow
+from gigpo.train.config_secrets import mask_config
+
 log = logging.getLogger(__name__)
 
 #: logger name -> (module that must import, how to install it)
@@ -243,14 +246,14 @@ class Trackers:
             ids = json.loads(ids_path.read_text()) if ids_path.exists() else {}
         except ValueError:
             ids = {}
-        cfg_dict = cfg.to_dict()
+        cfg_dict = mask_config(cfg.to_dict())  # a tracker's config is shared with a team or a service
         for name in names:
             try:
                 self.active.append(_CLASSES[name](run_dir, cfg_dict, ids))
             except Exception as e:  # noqa: BLE001 - e.g. W&B online without a reachable server
                 log.warning("tracker %s could not start (%s: %s); training goes on without it",
                             name, type(e).__name__, e)
-        ids_path.write_text(json.dumps(ids, indent=1) + "\n")
+        write_text_nofollow(ids_path, json.dumps(ids, indent=1) + "\n")
 
     def _each(self, method: str, *args: Any) -> None:
         for t in list(self.active):

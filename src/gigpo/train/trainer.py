@@ -182,8 +182,8 @@ class Trainer:
         except KeyboardInterrupt:
             done = list_checkpoints(self.run_dir)
             msg = f"interrupted at iteration {it}; last checkpoint: {done[-1] if done else 'none'} (intact)"
-            log.warning(msg)
-            print(msg)
+            log.info(msg)  # below the default WARNING level: the line is printed once, here
+            print(msg, flush=True)
             raise
         finally:
             if bar is not None:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
 from gigpo.view.load import ViewError
 from gigpo.view.report import DEFAULT_MAX_MB, write_report
+
+#: the largest report --max-mb may ask for (a browser does not open much more as one page)
+MAX_MB = 2000.0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,8 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
 def view_main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if not args.max_mb > 0:
-            raise ViewError(f"--max-mb must be > 0, got {args.max_mb}")
+        if not (math.isfinite(args.max_mb) and 0 < args.max_mb <= MAX_MB):
+            raise ViewError(f"--max-mb must be > 0 and at most {MAX_MB:g} (a finite number of MB), got {args.max_mb:g}")
         if args.serve:
             if not 0 <= args.port <= 65535:
                 raise ViewError(f"--port must be in [0, 65535], got {args.port}")

@@ -16,16 +16,23 @@ from __future__ import annotations
 
 import json
 import math
+import stat
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
 
+from gigpo.safefiles import json_lines, read_regular_text
+from gigpo.train.config_secrets import mask_config
 from gigpo.train.health import HealthThresholds, replay
 from gigpo.train.step_records import read_step_records
 
 MAX_POINTS = 2000
+#: the most of a run's metrics.jsonl / config.yaml / one samples file read (reads count bytes actually read)
+METRICS_MAX_BYTES = 512 * 1024 * 1024
+CONFIG_MAX_BYTES = 4 * 1024 * 1024
+SAMPLES_MAX_BYTES = 256 * 1024 * 1024
 #: config keys that differ between any two runs without making them different experiments
 IGNORED_DIFF_KEYS = {"train.run_dir", "train.progress", "train.overwrite"}
 
@@ -34,26 +41,79 @@ class ViewError(ValueError):
     """A path that is no run or sweep directory, or nothing to show: one line, exit 2."""
 
 
-def read_jsonl(path: Path) -> tuple[list[dict], bool]:
-    """``(records, clean)``: the complete JSON lines of ``path``; ``clean`` is False when a line was cut or
-    malformed (left out)."""
+def read_jsonl(path: Path, max_bytes: int = METRICS_MAX_BYTES) -> tuple[list[dict], str | None]:
+    """``(records, problem)``: the complete JSON lines of ``path`` (at most ``max_bytes`` of it, a regular file
+    only) and None, or what was left out as one note: a cut or malformed line, the file's end past the cap, a
+    file that is not a regular file. A missing file is no records and no problem."""
     out: list[dict] = []
-    clean = True
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return out, False
-    for ln in text.splitlines():
+        text, cut = read_regular_text(path, max_bytes)
+    except FileNotFoundError:
+        return out, None
+    except OSError as e:
+        return out, f"{path.name} was not read: {e.strerror or e}"
+    lines = json_lines(text)
+    if cut:  # the last line read is a fragment
+        lines = lines[:-1]
+    bad = False
+    for ln in lines:
         if not ln.strip():
             continue
         try:
             rec = json.loads(ln)
         except ValueError:
-            clean = False
+            bad = True
             continue
         if isinstance(rec, dict):
             out.append(rec)
-    return out, clean
+    if cut:
+        return out, f"{path.name} is over {max_bytes / 1e6:g} MB: only its first {max_bytes / 1e6:g} MB were read"
+    if bad:
+        return out, f"a cut or malformed line of {path.name} was left out (the run may still be writing it)"
+    return out, None
+
+
+def read_config(run: Path) -> tuple[dict, str | None]:
+    """``(config, problem)``: the run's config.yaml as a mapping with its secrets masked
+    (gigpo.train.config_secrets), or ``{}`` and a note when it is not one (a cap of ``CONFIG_MAX_BYTES``, a
+    regular file only)."""
+    path = run / "config.yaml"
+    try:
+        text, cut = read_regular_text(path, CONFIG_MAX_BYTES)
+    except FileNotFoundError:
+        return {}, None
+    except OSError as e:
+        return {}, f"config.yaml was not read: {e.strerror or e}"
+    if cut:
+        return {}, f"config.yaml is over {CONFIG_MAX_BYTES / 1e6:g} MB: not a run's config, not shown"
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return {}, "config.yaml is not valid YAML: not shown"
+    if data is None:
+        return {}, None
+    if not isinstance(data, dict):
+        return {}, "config.yaml is not a mapping: not shown"
+    return mask_config(data), None
+
+
+def health_thresholds(cfg: dict) -> tuple[HealthThresholds, str | None]:
+    """The run's ``train.health_*`` thresholds; a missing, mistyped or out-of-range one keeps its default (and
+    a note says which)."""
+    train = cfg.get("train")
+    train = train if isinstance(train, dict) else {}
+    defaults = HealthThresholds()
+    values, bad = {}, []
+    for f in defaults.__dataclass_fields__:
+        v = train.get(f"health_{f}", getattr(defaults, f))
+        want = type(getattr(defaults, f))
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 and (
+            want is float or float(v).is_integer())
+        values[f] = want(v) if ok else getattr(defaults, f)
+        if not ok:
+            bad.append(f"train.health_{f}={v!r}")
+    note = f"health alerts use the defaults for {', '.join(bad)} (not a number in range)" if bad else None
+    return HealthThresholds(**values), note
 
 
 def flat(d: Any, prefix: str = "") -> dict[str, Any]:
@@ -69,7 +129,8 @@ def flat(d: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def is_run(path: Path) -> bool:
-    return (path / "metrics.jsonl").is_file() or (path / "samples").is_dir()
+    m = path / "metrics.jsonl"  # any kind of file: one that cannot be read is a note on the run's page
+    return m.exists() or m.is_symlink() or (path / "samples").is_dir()
 
 
 def is_sweep(path: Path) -> bool:
@@ -109,11 +170,15 @@ def thin(records: list[dict], max_points: int = MAX_POINTS, keep: set[int] | Non
 
 
 def sample_files(run: Path) -> dict[int, Path]:
+    """``{iteration: path}`` of the run's samples files that are regular files (a link to one counts; a FIFO, a
+    device or a link to one is left out: reading it would block or never end)."""
     out = {}
     for p in (run / "samples").glob("iter_*.jsonl"):
         try:
-            out[int(p.stem.split("_", 1)[1])] = p
-        except ValueError:
+            it = int(p.stem.split("_", 1)[1])
+            if stat.S_ISREG(p.stat().st_mode):
+                out[it] = p
+        except (ValueError, OSError):
             continue
     return dict(sorted(out.items()))
 
@@ -135,44 +200,86 @@ def pick_iterations(sizes: dict[int, int], budget: int) -> list[int]:
     return [its[-1]] if sizes[its[-1]] <= budget else []
 
 
-def load_samples(path: Path) -> dict:
-    header, trajs = read_step_records(path)
-    return {"header": header, "trajectories": trajs}
+def _text(v: Any) -> str:
+    return "" if v is None else v if isinstance(v, str) else json.dumps(v, default=str)
+
+
+def _clean_step(st: Any) -> dict | None:
+    if not isinstance(st, dict):
+        return None
+    out = {k: _round(v) if k in ("reward", "R", "A_E", "A_S", "A") else v for k, v in st.items()}
+    for k in ("obs", "response", "action"):
+        out[k] = _text(st.get(k))
+    out["t"] = st.get("t") if isinstance(st.get("t"), int) and not isinstance(st.get("t"), bool) else None
+    out["sg"] = st.get("sg") if isinstance(st.get("sg"), int) and not isinstance(st.get("sg"), bool) else None
+    return out
+
+
+def clean_samples(header: Any, trajs: list) -> dict:
+    """One samples file in the shape the page draws: texts are strings (a null ``anchor`` or ``obs`` is ""),
+    numbers finite or None, ids integers or None, anything else dropped — a hand-edited or foreign file must
+    not stop the page's script."""
+    header = header if isinstance(header, dict) else {}
+    groups = header.get("largest_groups")
+    header = {**header, "largest_groups": [
+        {**g, "anchor": _text(g.get("anchor")),
+         **{k: _round(g.get(k)) for k in ("sg", "size", "trajectories", "task_group", "R_mean", "R_std",
+                                           "abs_A_S_mean")}}
+        for g in (groups if isinstance(groups, list) else []) if isinstance(g, dict)]}
+    out = []
+    for t in trajs:
+        if not isinstance(t, dict):
+            continue
+        steps = t.get("steps")
+        t = {**t, "task": _text(t.get("task")), "error": _text(t.get("error")),
+             **{k: _round(t.get(k)) for k in ("traj", "group", "seed", "score", "return", "length")},
+             "steps": [s for s in map(_clean_step, steps if isinstance(steps, list) else []) if s is not None]}
+        out.append(t)
+    return {"header": header, "trajectories": out}
+
+
+def load_samples(path: Path, max_bytes: int = SAMPLES_MAX_BYTES) -> dict:
+    """One samples file for the page (:func:`clean_samples`), at most ``max_bytes`` of it read."""
+    header, trajs = read_step_records(path, max_bytes)
+    return clean_samples(header, trajs)
 
 
 def load_run(run: Path, samples_budget: int, max_points: int = MAX_POINTS) -> dict:
     """One run's data for the report (see the module docstring for what is sampled)."""
-    cfg_raw: dict = {}
-    if (run / "config.yaml").is_file():
-        try:
-            cfg_raw = yaml.safe_load((run / "config.yaml").read_text()) or {}
-        except yaml.YAMLError:
-            cfg_raw = {}
-    records, clean = read_jsonl(run / "metrics.jsonl")
-    records = [r for r in records if isinstance(r.get("iteration"), int)]
-    train = (cfg_raw.get("train") or {}) if isinstance(cfg_raw, dict) else {}
-    defaults = HealthThresholds()
-    th = HealthThresholds(**{f: train.get(f"health_{f}", getattr(defaults, f)) for f in defaults.__dataclass_fields__})
+    cfg_raw, cfg_note = read_config(run)
+    records, metrics_note = read_jsonl(run / "metrics.jsonl")
+    records = [r for r in records if isinstance(r.get("iteration"), int) and not isinstance(r["iteration"], bool)]
+    train = cfg_raw.get("train") if isinstance(cfg_raw.get("train"), dict) else {}
+    th, th_note = health_thresholds(cfg_raw)
     alerts = [a.to_dict() for a in replay(records, th)]
-    notes = []
-    if not clean:
-        notes.append("a cut or malformed line of metrics.jsonl was left out (the run may still be writing it)")
+    notes = [n for n in (metrics_note, cfg_note, th_note) if n]
+    if not (run / "metrics.jsonl").exists():
+        notes.append("no metrics.jsonl yet: the run has not finished an iteration (or its metrics were removed)")
     shown = thin(records, max_points, {a["iteration"] for a in alerts})
     if len(shown) < len(records):
         notes.append(f"curves: {len(shown)} of {len(records)} iterations shown (evenly spaced, every evaluation)")
     files = sample_files(run)
-    chosen = pick_iterations({i: p.stat().st_size for i, p in files.items()}, samples_budget)
+    files_size = {}
+    for i, p in files.items():
+        try:
+            files_size[i] = p.stat().st_size  # to choose; the reads are capped by it again (a file that grows)
+        except OSError:
+            continue
+    files = {i: p for i, p in files.items() if i in files_size}
+    chosen = pick_iterations(files_size, samples_budget)
     if len(chosen) < len(files):
         notes.append(f"samples: {len(chosen)} of {len(files)} iterations embedded (size cap; evenly spaced; "
                      "gigpo view --serve pages in the others)")
     iterations = [r["iteration"] for r in records if "rollout/success_rate" in r]
     planned = train.get("iterations")
+    planned = planned if isinstance(planned, int) and not isinstance(planned, bool) else None
     status = "complete" if planned is not None and iterations and iterations[-1] >= planned else "in progress"
     return {
         "name": run.name, "path": str(run), "config": flat(cfg_raw), "status": status,
         "iterations_done": iterations[-1] if iterations else 0, "iterations_planned": planned,
         "metrics": columns(shown), "alerts": alerts, "notes": notes,
-        "sample_iterations": list(files), "samples": {str(i): load_samples(files[i]) for i in chosen},
+        "sample_iterations": list(files),
+        "samples": {str(i): load_samples(files[i], max(files_size[i], 1)) for i in chosen},
     }
 
 

@@ -12,9 +12,12 @@ from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 
+from gigpo.safefiles import read_regular, replace_text
 from gigpo.view.load import ViewError, config_diff, is_run, is_sweep, load_run
 
 DEFAULT_MAX_MB = 20.0
+#: the start of every report this module writes: an existing file without it is not replaced
+REPORT_HEAD = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
 
 
 def _asset(name: str) -> str:
@@ -79,8 +82,7 @@ def data_json(data: dict) -> str:
 def render(data: dict) -> str:
     title = str(data.get("title", "gigpo view")).replace("&", "&amp;").replace("<", "&lt;")
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        f"{REPORT_HEAD}<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
         f"<title>{title}</title><style>{_asset('view.css')}</style></head>\n"
         "<body><div id=\"app\"><p id=\"loading\">Loading the report… (it needs JavaScript)</p></div>\n"
         f"<script id=\"gigpo-data\" type=\"application/json\">{data_json(data)}</script>\n"
@@ -88,11 +90,26 @@ def render(data: dict) -> str:
     )
 
 
+def check_out(out: Path) -> None:
+    """ViewError unless ``out`` may be (re)written: not a directory, and no existing file other than a report
+    this command wrote (``--out RUN/metrics.jsonl`` must not overwrite a run's own files)."""
+    if out.is_dir():
+        raise ViewError(f"--out {out} is a directory: give the HTML file to write, e.g. {out / 'report.html'}")
+    if out.exists() or out.is_symlink():
+        try:
+            head, _ = read_regular(out, len(REPORT_HEAD.encode()))
+        except OSError:
+            head = b""
+        if out.is_symlink() or head.decode("utf-8", "replace") != REPORT_HEAD:
+            raise ViewError(f"--out {out} exists and is not a gigpo report: it would be overwritten; choose a new "
+                            "file (e.g. report.html)")
+
+
 def write_report(paths: list[str], out: Path, max_mb: float = DEFAULT_MAX_MB) -> tuple[Path, int]:
-    """Write the report of ``paths`` to ``out`` (via a temporary file); ``(out, size in bytes)``."""
+    """Write the report of ``paths`` to ``out`` (via ``out.tmp``, never through a symlink, removed if the write
+    fails); ``(out, size in bytes)``. ``out`` is checked first (:func:`check_out`)."""
+    check_out(out)
     html = render(build_data(paths, max_mb))
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(out)
+    replace_text(out, html)
     return out, len(html.encode("utf-8"))

@@ -3,31 +3,35 @@
 ``/`` is the report, ``/data.json`` the same data re-read from disk on each request (the page polls it every
 5 s and redraws only when something changed), ``/samples.json?run=I&it=N`` one iteration's samples read on
 demand, so every iteration is reachable however large the run (the page embeds only what fits
-``LIVE_MAX_MB``). Bound to 127.0.0.1 only: a report shows prompts and configs, never to the network.
+``LIVE_MAX_MB``). Bound to 127.0.0.1 only: a report shows prompts and configs, never to the network; requests
+whose ``Host`` is not a loopback address are refused (403: DNS rebinding), and secrets in the config are
+masked as in the report file.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
-from gigpo.httputil import serve_until_interrupted
+from gigpo.httputil import HardenedHandler, HardenedHTTPServer, serve_until_interrupted
 from gigpo.view.load import load_samples, sample_files
 from gigpo.view.report import build_data, render, resolve
 
 HOST = "127.0.0.1"
 LIVE_MAX_MB = 5.0  #: the live page re-reads its data every few seconds: embed less, page in the rest
+READ_TIMEOUT_S = 10.0  #: a connection that sends nothing for this long is closed (a browser sends at once)
 log = logging.getLogger(__name__)
 
 
-def make_server(paths: list[str], port: int = 0, max_mb: float = LIVE_MAX_MB) -> ThreadingHTTPServer:
-    """A server for ``paths`` on 127.0.0.1:``port`` (0: a free port); checks the paths first (ViewError)."""
+def make_server(paths: list[str], port: int = 0, max_mb: float = LIVE_MAX_MB) -> HardenedHTTPServer:
+    """A server for ``paths`` on 127.0.0.1:``port`` (0: a free port); checks the paths first (ViewError). The
+    hardened stdlib server of ``gigpo serve`` (gigpo.httputil): a deep listen backlog, a read timeout on every
+    connection, and a ``Host`` check (a page on another site cannot read the run through DNS rebinding)."""
     kind, dirs = resolve(paths)
     mb = min(max_mb, LIVE_MAX_MB)
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(HardenedHandler):
         def log_message(self, fmt, *args):  # quiet: one line per request would drown the training log
             log.debug(fmt, *args)
 
@@ -37,10 +41,18 @@ def make_server(paths: list[str], port: int = 0, max_mb: float = LIVE_MAX_MB) ->
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(raw)))
             self.send_header("Cache-Control", "no-store")
+            self.send_header("X-Content-Type-Options", "nosniff")
             self.end_headers()
             self.wfile.write(raw)
 
+        def do_POST(self):  # noqa: N802 - the http.server API
+            self.close_connection = True  # the body is not read
+            if self.authorized():
+                self.send_json(405, {"error": "this server answers GET only"})
+
         def do_GET(self):  # noqa: N802 - the http.server API
+            if not self.authorized():  # the Host check (no key on this loopback-only server)
+                return
             url = urlparse(self.path)
             try:
                 if url.path in ("/", "/index.html"):
@@ -56,13 +68,15 @@ def make_server(paths: list[str], port: int = 0, max_mb: float = LIVE_MAX_MB) ->
                         return self._send(404, json.dumps({"error": f"no samples for iteration {it}"}),
                                           "application/json")
                     return self._send(200, json.dumps(load_samples(files[it])), "application/json")
-                return self._send(404, "not found\n", "text/plain")
+                return self._send(404, json.dumps({"error": f"no route GET {url.path}"}), "application/json")
             except (KeyError, ValueError) as e:
                 return self._send(400, json.dumps({"error": f"bad request: {e}"}), "application/json")
             except OSError as e:  # a run directory removed while served
                 return self._send(500, json.dumps({"error": str(e)}), "application/json")
 
-    return ThreadingHTTPServer((HOST, port), Handler)
+    server = HardenedHTTPServer((HOST, port), Handler)
+    server.read_timeout_s = READ_TIMEOUT_S
+    return server
 
 
 def serve(paths: list[str], port: int, max_mb: float) -> int:

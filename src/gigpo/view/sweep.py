@@ -10,10 +10,9 @@ import math
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from gigpo.train.sweep_aggregate import FINAL_METRICS, run_final
-from gigpo.view.load import IGNORED_DIFF_KEYS, _round, flat, read_jsonl
+from gigpo.view.load import IGNORED_DIFF_KEYS, _round, flat, read_config, read_jsonl
 
 SWEEP_CURVES = ("rollout/success_rate", "eval/success_rate", "rollout/episode_return", "rollout/valid_action_rate",
                 "loss/entropy", "grouping/step_group/mean_size", "grouping/step_group/singleton_frac",
@@ -28,10 +27,7 @@ def _cell_runs(sweep: Path) -> dict[str, list[Path]]:
 
 
 def _config(run: Path) -> dict:
-    try:
-        return flat(yaml.safe_load((run / "config.yaml").read_text()) or {})
-    except (OSError, yaml.YAMLError):
-        return {}
+    return flat(read_config(run)[0])  # secrets masked, regular files only
 
 
 def _mean_std(xs: list[float]) -> tuple[float | None, float | None, int]:

@@ -109,6 +109,13 @@ class GymEnv(Env):
         if not isinstance(space, gymnasium.spaces.Discrete):
             raise ValueError(f"gym:{env_id} has a {type(space).__name__} action space; the gym adapter needs a "
                              "Discrete one (a text action per choice)")
+        image = image_space(self._gym.observation_space)
+        if image is not None:
+            self._gym.close()
+            raise ValueError(f"gym:{env_id} observes images ({image}); a language agent reads text, and a dump of "
+                             "the pixels is no description: the env needs a text wrapper (a gigpo Env whose "
+                             "observation describes the state, registered with gigpo.envs.register; "
+                             "docs/envs/adapters.md)")
         names = ACTION_NAMES.get(self.family)
         self.actions = names if names and len(names) == space.n else [str(int(space.start) + i) for i in range(space.n)]
         self._start = int(space.start)
@@ -184,6 +191,27 @@ class GymEnv(Env):
 
     def close(self) -> None:
         self._gym.close()
+
+
+def image_space(space: Any) -> str | None:
+    """A description of the image in an observation space (a Box of 2+ dimensions of bytes, or 3 dimensions
+    with 1-4 channels; also inside Dict/Tuple spaces), None when it holds none."""
+    import gymnasium
+    import numpy as np
+
+    if isinstance(space, gymnasium.spaces.Dict):
+        parts = [image_space(s) for s in space.spaces.values()]
+    elif isinstance(space, gymnasium.spaces.Tuple):
+        parts = [image_space(s) for s in space.spaces]
+    elif isinstance(space, gymnasium.spaces.Box):
+        shape = tuple(space.shape)
+        channels = len(shape) == 3 and (shape[-1] in (1, 3, 4) or shape[0] in (1, 3, 4))
+        if (len(shape) >= 2 and space.dtype == np.uint8) or channels:
+            return f"Box {'x'.join(map(str, shape))} of {space.dtype}"
+        return None
+    else:
+        return None
+    return next((p for p in parts if p is not None), None)
 
 
 def _short(obs: Any) -> str:

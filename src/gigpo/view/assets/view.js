@@ -258,7 +258,7 @@
         var link = groups[g.sg] ? el("span", { "class": "sg", text: "sg " + g.sg, onclick: function () { open(g.sg); } }) : el("span", { "class": "muted", title: "its task group is not among the written ones", text: "sg " + g.sg });
         gt.appendChild(el("tr", {}, [el("td", {}, [link]), el("td", { "class": "num", text: String(g.size) }), el("td", { "class": "num", text: String(g.trajectories) }), el("td", { "class": "num", text: String(g.task_group) }),
           el("td", { "class": "num", text: fmt(g.R_mean) }), el("td", { "class": "num", text: fmt(g.R_std) }), el("td", { "class": "num", text: fmt(g.abs_A_S_mean) }),
-          el("td", { title: g.anchor }, [el("code", { text: g.anchor.replace(/\s*\n\s*/g, " / ").slice(0, 100) })])]));
+          el("td", { title: String(g.anchor == null ? "" : g.anchor) }, [el("code", { text: String(g.anchor == null ? "" : g.anchor).replace(/\s*\n\s*/g, " / ").slice(0, 100) })])]));
       });
       container.appendChild(el("h3", { text: "largest step groups of this iteration (" + (h.largest_groups_of || "the written groups") + ")" })); container.appendChild(gt);
     }
