@@ -100,10 +100,15 @@ def main() -> int:
 
         def prepare(batch):
             counts["tokens"] += sum(len(p) + len(r) for p, r in zip(batch.prompt_ids, batch.response_ids))
-            counts["batch"] = batch
             return orig(batch)
 
-        tr.prepare = prepare
+        orig_update = tr.update
+
+        def update(batch, *args, **kwargs):  # every iteration's batch reaches update, with signal or not
+            counts["batch"] = batch
+            return orig_update(batch, *args, **kwargs)
+
+        tr.prepare, tr.update = prepare, update
         recs = []
         for it in range(1, iterations + 1):
             before = counts["tokens"]
