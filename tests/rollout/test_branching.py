@@ -9,8 +9,11 @@ import pytest
 import torch
 
 from gigpo.agent.prompt import PromptBuilder
+from gigpo.envs import register
+from gigpo.envs.faults import can_snapshot
 from gigpo.envs.guard import EnvGuard, registered_factory
-from gigpo.envs.restore import ReplayDivergence, Visit
+from gigpo.envs.lock import LockEnv
+from gigpo.envs.restore import ReplayDivergence, Visit, determinism_problem
 from gigpo.models import load_model
 from gigpo.rollout import Collector, HFEngine
 from gigpo.rollout.branching import BranchSpec, budget_problem, plan, restore_by_replay
@@ -22,17 +25,27 @@ from gigpo.train.estimate import step_batch
 LOCK = {"rooms": 8, "max_steps": 6, "lock_seed": 0}
 
 
+class ReplayedLock(LockEnv):
+    """lock without its snapshot()/restore(): restored by verified replay."""
+
+    snapshot = None
+    restore = None
+
+
+register("test-lock-replayed", ReplayedLock, "test env: lock restored by replay")
+
+
 @pytest.fixture(scope="module")
 def tiny():
     return load_model("tiny", tiny={"english_words": False})
 
 
-def _collect(tiny, branch, group_size=4, seeds=(3, 5), workers="inline", env=LOCK):
+def _collect(tiny, branch, group_size=4, seeds=(3, 5), env="lock"):
     torch.manual_seed(0)
     engine = HFEngine(tiny.model, tiny.tokenizer, tiny.device)
     prompts = PromptBuilder(tiny.tokenizer, 256, include_instructions=False)
-    col = Collector(registered_factory("lock", **env), engine, prompts, max_response_tokens=1, branch=branch,
-                    env_workers=workers, env_name="lock")
+    col = Collector(registered_factory(env, **LOCK), engine, prompts, max_response_tokens=1, branch=branch,
+                    env_name=env)
     try:
         return col.collect(list(seeds), group_size=group_size), engine
     finally:
@@ -64,11 +77,12 @@ def _branch_points(batch):
             for t in batch.trajectories if t.parent >= 0]
 
 
-@pytest.mark.parametrize("siblings, every", [(2, 2), (3, 1)])
-def test_a_branched_gigpo_group_matches_the_env_steps_and_groups_its_siblings(tiny, siblings, every):
-    plain, _ = _collect(tiny, None)
+@pytest.mark.parametrize("siblings, every, env", [(2, 2, "lock"), (3, 1, "lock"), (3, 1, "test-lock-replayed")])
+def test_a_branched_gigpo_group_matches_the_env_steps_and_groups_its_siblings(tiny, siblings, every, env):
+    assert can_snapshot(LockEnv()) and not can_snapshot(ReplayedLock())  # both restore paths are exercised
+    plain, _ = _collect(tiny, None, env=env)
     spec = BranchSpec("every", siblings, every)
-    tree, _ = _collect(tiny, spec)
+    tree, _ = _collect(tiny, spec, env=env)
     want = plan(spec, 4, 6)
     assert want["leftover"] == 0
     assert len(plain) == len(tree) == 2 * 4 * 6  # the same env steps as the unbranched group
@@ -125,3 +139,35 @@ def test_restore_by_replay_through_process_workers():
             restore_by_replay(guard, [(h, 9, actions, bad)], "lock")
     finally:
         guard.close()
+
+
+def test_snapshots_restore_through_process_workers_and_a_bad_one_is_refused():
+    from gigpo.envs import make
+
+    guard = EnvGuard(registered_factory("lock", **{**LOCK, "slip": 0.5}), workers="process", timeout_s=60,
+                     name="lock")
+    try:
+        a, b = guard.new(), guard.new()
+        guard.call_many([(a, "reset", 9), (b, "reset", 2)])
+        for word in ("up", "down", "up"):
+            guard.call_many([(a, "step", word)])
+        assert a.can_snapshot and b.can_snapshot
+        (snap,) = guard.call_many([(a, "snapshot", None)])
+        (shown,) = guard.call_many([(b, "restore", snap)])
+        assert shown == guard.call_many([(a, "restore", snap)])[0]
+        # the slip RNG travels in the snapshot: both play on identically
+        outs = [guard.call_many([(h, "step", w) for h in (a, b)]) for w in ("left", "up", "up")]
+        assert all(isinstance(x, tuple) and x == y for x, y in outs)
+    finally:
+        guard.close()
+    env = make("lock", **LOCK)
+
+    class Forgetful(LockEnv):  # restores the room but not the slip RNG: refused by the probe
+        def restore(self, snapshot):
+            self._code, self._trap_sets, self._room, self._steps, self._done = snapshot[:5]
+            return self.render(), self._shown_info()
+
+    assert env.snapshot() is not None
+    problem = determinism_problem(lambda: Forgetful(rooms=8, max_steps=12, slip=1.0), "forgetful")
+    assert problem and problem.startswith("env 'forgetful' does not restore its snapshots: seed 11, the ")
+    assert determinism_problem(lambda: LockEnv(rooms=8, max_steps=12, slip=1.0), "lock") is None

@@ -6,7 +6,9 @@ that reached the env (an invalid response never steps it). Replay is only as goo
 its seed and actions, so it is **verified**: every replayed observation and state key must equal the recorded
 one, else :class:`ReplayDivergence` — one line naming the env, the seed and the step. :func:`determinism_problem`
 is the check made before training: a short random episode replayed twice, on the same instance and on a fresh
-one (an env that keeps an RNG across episodes, or one per instance, fails it).
+one (an env that keeps an RNG across episodes, or one per instance, fails it). An env with the optional
+``snapshot()`` / ``restore(snapshot)`` pair is restored by it instead (any env state, RNGs included; no replay),
+checked by :func:`snapshot_round_trip`.
 
 Envs know nothing of models; this module only calls ``reset`` and ``step``.
 """
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gigpo.envs.base import Env, EnvError
+from gigpo.envs.faults import can_snapshot
 
 
 class ReplayDivergence(EnvError):
@@ -42,21 +45,25 @@ class Visit:
         return Visit(clean if isinstance(clean, str) else observation, Env.state_key_of(info, observation))
 
 
-def divergence(name: str, seed: int, step: int, recorded: Visit, replayed: Visit) -> str:
-    """The one line that says where a replay left its recording (``step`` = env steps replayed; 0 = the reset)."""
+def divergence(name: str, seed: int, step: int, recorded: Visit, replayed: Visit, how: str = "replay") -> str:
+    """The one line that says where a replay left its recording (``step`` = env steps replayed; 0 = the reset);
+    ``how="snapshot"``: a restored snapshot did not show the state it was taken in."""
     what = "observation" if recorded.observation != replayed.observation else "state key"
     got, want = ((replayed.observation, recorded.observation) if what == "observation"
                  else (replayed.state_key, recorded.state_key))
     at = "after reset" if step == 0 else f"after step {step}"
+    diff = f"({_short(got)} != {_short(want)}); it cannot be branched (rollout.branch=off)"
+    if how == "snapshot":
+        return (f"env {name!r} does not restore its snapshots: seed {seed}, the {what} restored from a snapshot "
+                f"taken {at} differs from the recorded one {diff}")
     return (f"env {name!r} is not deterministic given its seed and actions: replaying seed {seed}, the {what} "
-            f"{at} differs from the recorded one ({_short(got)} != {_short(want)}); it cannot be branched "
-            "(rollout.branch=off)")
+            f"{at} differs from the recorded one {diff}")
 
 
-def check_visit(name: str, seed: int, step: int, recorded: Visit, replayed: Visit) -> None:
+def check_visit(name: str, seed: int, step: int, recorded: Visit, replayed: Visit, how: str = "replay") -> None:
     """Raise :class:`ReplayDivergence` unless ``replayed`` equals ``recorded``."""
     if replayed != recorded:
-        raise ReplayDivergence(divergence(name, seed, step, recorded, replayed))
+        raise ReplayDivergence(divergence(name, seed, step, recorded, replayed, how))
 
 
 def replay(env: Env, seed: int, actions: Sequence[str], recorded: Sequence[Visit], name: str = "") -> tuple[str, dict]:
@@ -96,22 +103,48 @@ def random_episode(env: Env, seed: int, steps: int, rng: random.Random) -> tuple
     return actions, visits
 
 
+def snapshot_round_trip(first: Env, second: Env, seed: int, steps: int, rng: random.Random, name: str) -> None:
+    """Play from ``reset(seed)``, snapshot ``first`` midway, restore the snapshot into ``second`` and play both on
+    with the same actions: every visit of ``second`` must equal ``first``'s (the snapshot holds the whole state,
+    RNGs included), else :class:`ReplayDivergence`."""
+    half = max(steps // 2, 1)
+    actions, visits = random_episode(first, seed, half, rng)
+    obs, info = second.restore(first.snapshot())  # type: ignore[attr-defined]
+    check_visit(name, seed, len(actions), visits[-1], Visit.of(obs, info), "snapshot")
+    if len(actions) < half:  # the episode ended: nothing to play on from
+        return
+    for k in range(len(actions) + 1, steps + 1):
+        choices = info.get("admissible_actions") or ["look"]
+        a = rng.choice(list(choices))
+        o1, _, done, i1 = first.step(a)
+        obs, _, _, info = second.step(a)
+        check_visit(name, seed, k, Visit.of(o1, i1), Visit.of(obs, info), "snapshot")
+        if done:
+            break
+
+
 def determinism_problem(make_env: Callable[[], Env], name: str, seeds: Sequence[int] = (11, 12),
                         steps: int = 8) -> str | None:
-    """None when ``make_env``'s envs replay a short random episode per seed exactly — on the instance that played
-    it (after another episode) and on a fresh instance — else the one line :func:`divergence` gives. An env whose
-    ``reset``/``step`` raises during the check is reported the same way (it cannot be branched either)."""
+    """None when ``make_env``'s envs can be restored, else the one line :func:`divergence` gives. An env with
+    ``snapshot()`` / ``restore()`` must restore a snapshot into a fresh instance that then plays on as the original
+    does; any other env must replay a short random episode per seed exactly — on the instance that played it
+    (after another episode) and on a fresh instance. An env whose methods raise during the check is reported the
+    same way (it cannot be branched either)."""
     first, second = make_env(), make_env()
     try:
         rng = random.Random(0)
         for seed in seeds:
+            if can_snapshot(first):
+                snapshot_round_trip(first, second, seed, steps, rng, name)
+                continue
             actions, visits = random_episode(first, seed, steps, rng)
             for env in (second, first):
                 replay(env, seed, actions, visits, name)
     except ReplayDivergence as e:
         return str(e)
     except Exception as e:  # noqa: BLE001 - a user env: whatever it raises means it cannot be branched
-        return (f"env {name!r} cannot be branched: replaying a recorded episode raised {type(e).__name__}: "
+        how = "restoring a snapshot" if can_snapshot(first) else "replaying a recorded episode"
+        return (f"env {name!r} cannot be branched: {how} raised {type(e).__name__}: "
                 f"{' '.join(str(e).split())[:200]} (rollout.branch=off)")
     finally:
         first.close()

@@ -12,7 +12,7 @@ from gigpo.agent.prompt import PromptBuilder
 from gigpo.envs.base import Env
 from gigpo.envs.guard import EnvFault, EnvGuard, EnvHandle
 from gigpo.envs.multiseat import is_multiseat
-from gigpo.envs.restore import Visit
+from gigpo.envs.restore import Visit, check_visit
 from gigpo.rollout.batch import RolloutBatch, Trajectory
 from gigpo.rollout.branching import BranchSpec, GroupBudget, choose_parents, restore_by_replay
 from gigpo.rollout.concat import CONTEXT_POLICIES, MODES, fit_context, turn_suffix_ids
@@ -53,9 +53,10 @@ class Collector:
     taken as is and the per-token allowed sets are stored in the batch for the learner.
 
     ``branch`` (a :class:`gigpo.rollout.branching.BranchSpec`; None = off): each group grows as a tree from
-    ``branch.roots(group_size)`` trajectories, siblings restored by verified replay at the chosen steps, within the
-    group's budget of ``group_size × cap`` env steps (see :mod:`gigpo.rollout.branching`). A replay that diverges
-    from its recording raises :class:`gigpo.envs.restore.ReplayDivergence`, which stops the collection.
+    ``branch.roots(group_size)`` trajectories, siblings restored at the chosen steps (by the env's ``snapshot()`` /
+    ``restore()`` when it has them, else by verified replay), within the group's budget of ``group_size × cap``
+    env steps (see :mod:`gigpo.rollout.branching`). A restored state that differs from the recorded one raises
+    :class:`gigpo.envs.restore.ReplayDivergence`, which stops the collection.
     """
 
     def __init__(
@@ -210,7 +211,7 @@ class Collector:
         k = spec.siblings - 1
         n0, self._used = self._used, self._used + k * len(parents)
         handles = self._envs(self._used)[n0:]  # pool slot i hosts trajectory i
-        born = []
+        born, parent_of = [], []
         for j, p in enumerate(parents):
             step = p.traj.length
             for c in range(k):
@@ -220,12 +221,32 @@ class Collector:
                 born.append(Slot(handles[idx], t, observation=p.observation, info=p.info,
                                  history=list(p.history or []), first=p.first, chunks=list(p.chunks or []),
                                  context=p.context, actions=list(p.actions or []), visits=list(p.visits or [])))
+                parent_of.append(p)
         name = self._guard.name or "env"
-        jobs = [(b.env, b.traj.seed, b.actions, b.visits) for b in born]
-        for b, res in zip(born, restore_by_replay(self._guard, jobs, name)):
+        by_replay = [b for b, p in zip(born, parent_of) if not p.env.can_snapshot]
+        jobs = [(b.env, b.traj.seed, b.actions, b.visits) for b in by_replay]
+        for b, res in zip(by_replay, restore_by_replay(self._guard, jobs, name)):
             if isinstance(res, EnvFault):
                 self._fail(b, f"restoring step {b.traj.branch_step}", res)
+        self._restore_snapshots([(p, b) for b, p in zip(born, parent_of) if p.env.can_snapshot], name)
         return born
+
+    def _restore_snapshots(self, pairs: list[tuple[Slot, Slot]], name: str) -> None:
+        """``(parent, sibling)`` pairs whose env has ``snapshot()`` / ``restore()``: one snapshot per parent, restored
+        into each sibling's env, each checked against the parent's visit (a mismatch raises ReplayDivergence)."""
+        parents = list({id(p): p for p, _ in pairs}.values())
+        snaps = dict(zip(map(id, parents), self._guard.call_many([(p.env, "snapshot", None) for p in parents])))
+        todo = []
+        for p, b in pairs:
+            if isinstance(snaps[id(p)], EnvFault):
+                self._fail(b, f"snapshot at step {b.traj.branch_step}", snaps[id(p)])
+            else:
+                todo.append((p, b))
+        for (p, b), res in zip(todo, self._guard.call_many([(b.env, "restore", snaps[id(p)]) for p, b in todo])):
+            if isinstance(res, EnvFault):
+                self._fail(b, f"restoring step {b.traj.branch_step}", res)
+            else:
+                check_visit(name, b.traj.seed, len(p.actions or []), p.visits[-1], Visit.of(*res), "snapshot")
 
     def _parse(self, s: Slot, gen: Any) -> ParsedAction:
         action = getattr(gen, "action", None)
