@@ -197,8 +197,8 @@ class Collector:
 
     def _branch(self, active: list[Slot], gens: list[Any], budgets: dict[int, GroupBudget]) -> list[Slot]:
         """This turn's branches: per group, the parents the rule chooses (their action at this step sampled, not
-        yet applied) each get ``siblings - 1`` fresh envs restored to their state by verified replay. Returns the
-        new slots (a sibling whose restore faulted is already failed: it has no rows)."""
+        yet applied) each get ``siblings - 1`` fresh envs restored to their state (by snapshot, else by verified
+        replay). Returns the new slots (a sibling whose restore faulted is already failed: it has no rows)."""
         spec = self.branch
         by_group: dict[int, list[tuple[int, int, float]]] = {}
         for i, (s, g) in enumerate(zip(active, gens)):

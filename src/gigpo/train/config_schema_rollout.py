@@ -131,11 +131,11 @@ class RolloutConfig:
         'envs) or "ray" (Ray actors, options in rollout.ray; needs the [ray] extra)')
     ray: RayWorkersConfig = key(factory=RayWorkersConfig, doc="options of rollout.env_workers=ray")
     branch: Literal["off", "every", "uncertain"] = key(
-        "off", 'grow each group as a tree: at chosen steps a trajectory\'s state is restored (verified replay) into '
-        'siblings that continue with their own samples, one step group by construction; "every": at steps K, '
+        "off", 'grow each group as a tree: at chosen steps a trajectory\'s state is restored (the env\'s '
+        'snapshot()/restore(), else verified replay) into siblings that continue with their own samples, one step group by construction; "every": at steps K, '
         '2K, ...; "uncertain": where the sampled action had the lowest log-probability. The group spends the '
         "env steps of an unbranched group of rollout.group_size (options in rollout.branching; the env must "
-        "replay deterministically, checked before training)")
+        "restore exactly, checked before training)")
     branching: BranchingConfig = key(factory=BranchingConfig, doc="options of rollout.branch=every|uncertain")
     env_timeout_s: float = key(
         60.0, "seconds one env reset/step may take (> 0); a slower (hung) env ends its trajectory as failed and is "
