@@ -94,3 +94,50 @@ def test_a_branched_gigpo_run_spends_the_unbranched_env_steps_and_records_its_tr
     kids = [t for t in trajs if t["parent"] >= 0]
     assert kids and all(t["steps"][0]["t"] == t["branch_step"] for t in kids)
     assert {t["parent"] for t in kids} <= {t["traj"] for t in trajs}
+
+
+class _DriftingLock:
+    """lock restored by replay whose instances built after the first ``STABLE`` (the check before training builds
+    three) show their instance number: it passes the check, then a sibling's replay diverges mid-run."""
+
+    STABLE = 3
+    built = 0
+
+    def __init__(self, **options):
+        from gigpo.envs.lock import LockEnv
+
+        type(self).built += 1
+        self.number, self.env = type(self).built, LockEnv(**options)
+        self.instructions, self.max_steps = self.env.instructions, self.env.max_steps
+
+    def _drift(self, obs):
+        return obs + (f" #{self.number}" if self.number > self.STABLE else "")
+
+    def reset(self, seed):
+        obs, info = self.env.reset(seed)
+        return self._drift(obs), info
+
+    def step(self, action):
+        obs, reward, done, info = self.env.step(action)
+        return self._drift(obs), reward, done, info
+
+    def close(self):
+        pass
+
+
+register("test-branch-drifting", _DriftingLock, "test env: replay diverges after the check before training")
+
+
+def test_a_replay_that_diverges_mid_run_stops_it_with_one_line(tmp_path, capsys):
+    _DriftingLock.built = 0
+    run = tmp_path / "run"
+    code = main(["train", *COMMON, f"train.run_dir={run}", "env=test-branch-drifting", "env.rooms=8",
+                 "env.max_steps=6", "rollout.groups=1", "rollout.group_size=2", "rollout.branch=every",
+                 "rollout.branching.every=2"])
+    out = capsys.readouterr()
+    assert code == 1, (out.out[-2000:], out.err[-2000:])
+    err = out.err.strip().splitlines()[-1]
+    assert err.startswith("gigpo train: error: env 'test-branch-drifting' is not deterministic given its seed and "
+                          "actions: replaying seed ")
+    assert "the observation after reset differs from the recorded one ('room 0" in err and " #4')" in err
+    assert err.endswith("last checkpoint: none (intact)")
