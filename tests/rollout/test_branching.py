@@ -4,6 +4,8 @@ the tree recorded on the trajectories, restore through process workers, and a di
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -171,3 +173,24 @@ def test_snapshots_restore_through_process_workers_and_a_bad_one_is_refused():
     problem = determinism_problem(lambda: Forgetful(rooms=8, max_steps=12, slip=1.0), "forgetful")
     assert problem and problem.startswith("env 'forgetful' does not restore its snapshots: seed 11, the ")
     assert determinism_problem(lambda: LockEnv(rooms=8, max_steps=12, slip=1.0), "lock") is None
+
+
+def test_ray_workers_restore_by_snapshot_and_by_replay():
+    ray = pytest.importorskip("ray", reason="needs the ray package")
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # ReplayedLock: not importable in Ray's workers
+    for env in ("lock", "test-lock-replayed"):
+        guard = EnvGuard(registered_factory(env, **LOCK), workers="ray", timeout_s=60, name=env, num_workers=1)
+        try:
+            a, b = guard.new(), guard.new()
+            obs, info = guard.call_many([(a, "reset", 9)])[0]
+            visits, actions = [Visit.of(obs, info)], ["down", "up"]
+            for word in actions:
+                obs, _, _, info = guard.call_many([(a, "step", word)])[0]
+                visits.append(Visit.of(obs, info))
+            if a.can_snapshot:
+                shown = guard.call_many([(b, "restore", guard.call_many([(a, "snapshot", None)])[0])])[0]
+            else:
+                (shown,) = restore_by_replay(guard, [(b, 9, actions, visits)], env)
+            assert (a.can_snapshot, Visit.of(*shown)) == (env == "lock", visits[-1])
+        finally:
+            guard.close()
