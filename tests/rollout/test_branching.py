@@ -18,6 +18,7 @@ from gigpo.envs.lock import LockEnv
 from gigpo.envs.restore import ReplayDivergence, Visit, determinism_problem
 from gigpo.models import load_model
 from gigpo.rollout import Collector, HFEngine
+from gigpo.rollout.batch import merge_batches
 from gigpo.rollout.branching import BranchSpec, budget_problem, plan, restore_by_replay
 from gigpo.train.algorithms import resolve_estimator
 from gigpo.train.config import load_config
@@ -103,6 +104,8 @@ def test_a_branched_gigpo_group_matches_the_env_steps_and_groups_its_siblings(ti
         assert sg[parent_row] == sg[child_row] >= 0
         assert tree.state_key[parent_row] == tree.state_key[child_row]
     assert sizes[sg[[p for p, _ in points]]].mean() >= siblings
+    merged = merge_batches([tree, tree])  # shards and rounds renumber ids: the tree's parent links follow
+    assert _branch_points(merged) == [(i, j) for i, j in points] + [(i + len(tree), j + len(tree)) for i, j in points]
 
 
 def test_the_uncertain_rule_branches_the_lowest_log_probability_action(tiny):
