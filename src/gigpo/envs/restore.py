@@ -1,5 +1,5 @@
-"""Bringing an env back to a visited state of an episode: by verified replay (any env), the basis of branch
-rollouts (docs/design.md "Branch rollouts").
+"""Bringing an env back to a visited state of an episode — by its own snapshot, or by verified replay (any env) —
+the basis of branch rollouts (docs/design.md "Branch rollouts").
 
 An env is restored to the state before step ``t`` of an episode by ``reset(seed)`` and the ``t`` recorded actions
 that reached the env (an invalid response never steps it). Replay is only as good as the env's determinism given
@@ -10,7 +10,8 @@ one (an env that keeps an RNG across episodes, or one per instance, fails it). A
 ``snapshot()`` / ``restore(snapshot)`` pair is restored by it instead (any env state, RNGs included; no replay),
 checked by :func:`snapshot_round_trip`.
 
-Envs know nothing of models; this module only calls ``reset`` and ``step``.
+Envs know nothing of models; this module only calls ``reset``, ``step``, ``snapshot`` and ``restore``. Steps in
+its messages count env steps (an invalid response is an agent turn but no env step).
 """
 
 from __future__ import annotations
