@@ -93,6 +93,7 @@ def _train_run(args: argparse.Namespace) -> int:
     if trainer.dist.is_main:
         print(f"run directory: {trainer.run_dir}")
     from gigpo.agent.constrained import ActionEncodingError
+    from gigpo.envs.restore import ReplayDivergence
     from gigpo.rollout.engine_openai import RemoteEngineError
     from gigpo.train.dynamic_sampling import RunFailed  # loaded with the trainer already: no import cost
 
@@ -100,7 +101,9 @@ def _train_run(args: argparse.Namespace) -> int:
         last = trainer.train()
     except KeyboardInterrupt:
         return 130
-    except RemoteEngineError as e:  # rollout.engine=openai: a server gone for good (after its retries)
+    # rollout.engine=openai: a server gone for good (after its retries); rollout.branch: an env whose replay left
+    # its recording (not deterministic given seed and actions after all)
+    except (RemoteEngineError, ReplayDivergence) as e:
         from gigpo.train.checkpoint import list_checkpoints
 
         done = list_checkpoints(trainer.run_dir)

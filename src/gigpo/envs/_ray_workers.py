@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from gigpo.envs.faults import EnvFault, EnvHandle, _error_text, env_attrs
+from gigpo.envs.faults import NO_ARG_METHODS, EnvFault, EnvHandle, _error_text, env_attrs
 
 
 class _EnvHost:
@@ -41,7 +41,7 @@ class _EnvHost:
         if env is None:
             return ("err", "the env was never built")
         try:
-            out = env.close() if method == "close" else getattr(env, method)(arg)
+            out = getattr(env, method)() if method in NO_ARG_METHODS else getattr(env, method)(arg)
             if method == "close":
                 self.envs.pop(slot, None)
             return ("ok", out, env_attrs(env) if method == "reset" else None)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gigpo.envs import crash_report
-from gigpo.envs.faults import EnvFault, EnvHandle, _error_text, env_attrs, wait_time
+from gigpo.envs.faults import NO_ARG_METHODS, EnvFault, EnvHandle, _error_text, env_attrs, wait_time
 
 #: Marks a handle whose env is stuck in a call on an abandoned thread: it must not even be closed.
 _HUNG = object()
@@ -20,7 +20,7 @@ _HUNG = object()
 
 def _call(env: Any, method: str, arg: Any) -> Any:
     fn = getattr(env, method)
-    return fn() if method == "close" else fn(arg)
+    return fn() if method in NO_ARG_METHODS else fn(arg)
 
 
 # ------------------------------------------------------------------------------------------------------ inline

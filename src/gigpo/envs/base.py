@@ -60,6 +60,11 @@ class Env(ABC):
       ``reset`` and after every step that did not end the episode). ``--agent random`` needs no method: it picks
       uniformly (seeded) among ``info["admissible_actions"]``. An env that reports ``info["task_type"]`` or
       ``info["data_source"]`` gets its success broken down per value in evaluation tables.
+    * Optional, for branch rollouts (``rollout.branch``, :mod:`gigpo.envs.restore`): ``snapshot() -> object``, the
+      env's whole state now (RNG states included; picklable, for process workers), and ``restore(snapshot) ->
+      (observation, info)``, which puts any instance of the same env class and options into that state and returns
+      what ``reset`` would show there. Without them an env is restored by replaying its seed and actions, which
+      needs it to be deterministic given both (checked before training).
 
     Envs know nothing about models, tokenizers or prompts.
     """

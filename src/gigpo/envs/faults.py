@@ -36,6 +36,8 @@ class EnvHandle:
     instructions: str = ""
     max_steps: int = 50
     raw_action: bool = False
+    #: the env has ``snapshot()`` / ``restore(snapshot)`` (branch rollouts restore by them instead of replay)
+    can_snapshot: bool = False
     broken: bool = False
     #: backend state: the Env (inline) or the process and pipe (process)
     _backend: Any = field(default=None, repr=False)
@@ -44,6 +46,7 @@ class EnvHandle:
         self.instructions = str(attrs.get("instructions", "") or "")
         self.max_steps = int(attrs.get("max_steps", 0) or 0)
         self.raw_action = bool(attrs.get("raw_action", False))
+        self.can_snapshot = bool(attrs.get("can_snapshot", False))
         self.name = self.name or str(attrs.get("name") or "")  # the registry name when known, else the class
 
 
@@ -52,7 +55,13 @@ def env_attrs(env: Env) -> dict[str, Any]:
     out = {a: getattr(env, a, None) for a in _ATTRS}
     out["instructions"] = str(out["instructions"] or "")
     out["name"] = type(env).__name__
+    out["can_snapshot"] = can_snapshot(env)
     return out
+
+
+def can_snapshot(env: Any) -> bool:
+    """Whether ``env`` has the optional ``snapshot()`` / ``restore(snapshot)`` pair (gigpo.envs.base.Env)."""
+    return callable(getattr(env, "snapshot", None)) and callable(getattr(env, "restore", None))
 
 
 # ------------------------------------------------------------------------------------------------- validation
@@ -126,7 +135,17 @@ def check_step(out: Any) -> tuple[str, float, bool, dict[str, Any]]:
     return obs, r, bool(done), info
 
 
-_CHECKS = {"reset": check_reset, "step": check_step}
+def check_restore(out: Any) -> tuple[str, dict[str, Any]]:
+    """``restore(snapshot)`` returns what ``reset`` does: ``(observation: str, info: dict)``."""
+    try:
+        return check_reset(out)
+    except EnvFault as e:
+        raise EnvFault(e.kind, "restore", e.message) from None
+
+
+#: methods an env takes no argument for (the guard's backends call them as ``fn()``)
+NO_ARG_METHODS = ("close", "snapshot")
+_CHECKS = {"reset": check_reset, "step": check_step, "restore": check_restore, "snapshot": lambda out: out}
 
 
 def _error_text(e: BaseException) -> str:

@@ -115,14 +115,28 @@ class LockEnv(Env):
             "room": self._room,
         }
 
+    def snapshot(self) -> tuple:
+        """The whole state (branch rollouts restore it into another instance: :mod:`gigpo.envs.restore`)."""
+        return (self._code, self._trap_sets, self._room, self._steps, self._done, self._slip_rng.getstate())
+
+    def restore(self, snapshot: tuple) -> tuple[str, dict[str, Any]]:
+        """Put this env into ``snapshot``'s state; returns what ``reset`` shows there."""
+        self._code, self._trap_sets, self._room, self._steps, self._done, rng_state = snapshot
+        self._slip_rng = random.Random()
+        self._slip_rng.setstate(rng_state)
+        return self.render(), self._shown_info()
+
+    def _shown_info(self) -> dict[str, Any]:
+        info = self._info(False, True)
+        del info["won"], info["action_valid"], info["score"]
+        return info
+
     def reset(self, seed: int) -> tuple[str, dict[str, Any]]:
         seed = int(seed)
         self._code, self._trap_sets = self._fixed if self._fixed is not None else self._draw(random.Random(seed))
         self._slip_rng = random.Random(f"lock-slip-{seed}")
         self._room, self._steps, self._done = 0, 0, False
-        info = self._info(False, True)
-        del info["won"], info["action_valid"], info["score"]
-        return self.render(), info
+        return self.render(), self._shown_info()
 
     def step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
         if self._done:

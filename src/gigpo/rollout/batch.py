@@ -33,8 +33,18 @@ class Trajectory:
     task: str = ""
     data_source: str = ""
     final_info: dict = field(default_factory=dict)
-    #: readable transcript lines: (observation, response text, action or error, reward)
+    #: branch rollouts: the trajectory it was branched from (-1: a root) and the step it was branched at (-1: a
+    #: root); a branched trajectory's rows and transcript start at that step (the prefix's rows are the parent's)
+    parent: int = -1
+    branch_step: int = -1
+    #: readable transcript lines: (observation, response text, action or error, reward), from ``first_step``
     transcript: list[tuple[str, str, str, float]] = field(default_factory=list)
+
+
+    @property
+    def first_step(self) -> int:
+        """The step of its first row and transcript line: 0, or the branch step of a branched trajectory."""
+        return max(self.branch_step, 0)
 
 
 @dataclass
@@ -113,7 +123,8 @@ def merge_batches(parts: list[RolloutBatch]) -> RolloutBatch:
         out.group_id[n0:] = [g + g_off for g in b.group_id]
         out.traj_id[n0:] = [t + t_off for t in b.traj_id]
         for t in b.trajectories:
-            out.trajectories.append(dataclasses.replace(t, traj_id=t.traj_id + t_off, group_id=t.group_id + g_off))
+            out.trajectories.append(dataclasses.replace(t, traj_id=t.traj_id + t_off, group_id=t.group_id + g_off,
+                                                        parent=t.parent + t_off if t.parent >= 0 else -1))
         g_off += id_span(b, "group_id")
         t_off += id_span(b, "traj_id")
     return out

@@ -12,7 +12,9 @@ from gigpo.agent.prompt import PromptBuilder
 from gigpo.envs.base import Env
 from gigpo.envs.guard import EnvFault, EnvGuard, EnvHandle
 from gigpo.envs.multiseat import is_multiseat
+from gigpo.envs.restore import Visit, check_visit
 from gigpo.rollout.batch import RolloutBatch, Trajectory
+from gigpo.rollout.branching import BranchSpec, GroupBudget, choose_parents, restore_by_replay
 from gigpo.rollout.concat import CONTEXT_POLICIES, MODES, fit_context, turn_suffix_ids
 from gigpo.rollout.engine import Engine
 from gigpo.rollout.slot import Slot
@@ -49,6 +51,12 @@ class Collector:
     ``decoding="constrained"`` (see :mod:`gigpo.agent.constrained`): each step's ``info["admissible_actions"]``
     becomes a token trie handed to the engine, which only emits one of those actions; the chosen action is
     taken as is and the per-token allowed sets are stored in the batch for the learner.
+
+    ``branch`` (a :class:`gigpo.rollout.branching.BranchSpec`; None = off): each group grows as a tree from
+    ``branch.roots(group_size)`` trajectories, siblings restored at the chosen steps (by the env's ``snapshot()`` /
+    ``restore()`` when it has them, else by verified replay), within the group's budget of ``group_size × cap``
+    env steps (see :mod:`gigpo.rollout.branching`). A restored state that differs from the recorded one raises
+    :class:`gigpo.envs.restore.ReplayDivergence`, which stops the collection.
     """
 
     def __init__(
@@ -72,6 +80,7 @@ class Collector:
         env_name: str | None = None,
         env_worker_options: dict | None = None,
         decoding: str = "free",
+        branch: BranchSpec | None = None,
     ):
         self.make_env = make_env
         self.engine = engine
@@ -89,6 +98,7 @@ class Collector:
         if decoding not in ("free", "constrained"):
             raise ValueError(f"decoding must be 'free' or 'constrained', got {decoding!r}")
         self.decoding = decoding
+        self.branch = branch
         self._constraints = ConstraintCache(
             prompt_builder.tokenizer, list(getattr(engine, "eos_ids", None) or []), prompt_builder.fmt,
             env_name or getattr(make_env, "name", None) or "env", slots=True,
@@ -122,11 +132,13 @@ class Collector:
 
     def collect(self, seeds: list[int], group_size: int, temperature: float | None = None) -> RolloutBatch:
         temperature = self.temperature if temperature is None else temperature
-        envs = self._envs(len(seeds) * group_size)
+        per_group = self.branch.roots(group_size) if self.branch else group_size
+        self._used = len(seeds) * per_group  #: pool handles this collection uses (branching adds more)
+        envs = self._envs(self._used)
         self._logged = 0
         batch = RolloutBatch()
-        slots = [Slot(envs[g * group_size + j], Trajectory(traj_id=g * group_size + j, group_id=g, seed=int(seed)),
-                       history=[]) for g, seed in enumerate(seeds) for j in range(group_size)]
+        slots = [Slot(envs[g * per_group + j], Trajectory(traj_id=g * per_group + j, group_id=g, seed=int(seed)),
+                       history=[]) for g, seed in enumerate(seeds) for j in range(per_group)]
         batch.trajectories = [s.traj for s in slots]
         for s, res in zip(slots, self._guard.call_many([(s.env, "reset", s.traj.seed) for s in slots])):
             if isinstance(res, EnvFault):
@@ -134,12 +146,19 @@ class Collector:
             else:
                 s.observation, s.info = res
                 s.traj.task = str(s.info.get("task", ""))
+                if self.branch:
+                    s.actions, s.visits = [], [Visit.of(s.observation, s.info)]
         if any(is_multiseat(s.info) for s in slots):  # one game, several seats: self-play (rollout/multiseat.py)
+            if self.branch:  # refused before training too (gigpo.train.compose.probe_env)
+                raise ValueError("branch rollouts do not support multi-seat (self-play) games: rollout.branch=off")
             from gigpo.rollout.multiseat import collect_seats
 
             return collect_seats(self, slots, group_size, temperature)
 
-        step = 0
+        budgets = {}
+        if self.branch:  # the group's budget: what an unbranched group of group_size can spend (rollout/branching.py)
+            caps = {s.traj.group_id: self._cap(s.env) for s in slots}
+            budgets = {g: GroupBudget(group_size * cap, per_group * cap) for g, cap in caps.items()}
         while True:
             active = [s for s in slots if s.active]
             if not active:
@@ -154,6 +173,7 @@ class Collector:
                 **extra,
             )
             parsed = [self._parse(s, g) for s, g in zip(active, gens)]
+            born = self._branch(active, gens, budgets) if self.branch else []
             # All of the turn's env steps in one guarded batch (concurrent in process mode).
             todo = [i for i, p in enumerate(parsed) if p.valid]
             outs: list[Any] = [None] * len(active)
@@ -161,10 +181,11 @@ class Collector:
                 outs[i] = res
             for s, prompt, gen, p, out in zip(active, prompts, gens, parsed, outs):
                 if isinstance(out, EnvFault):
-                    self._fail(s, f"step {step}", out)
+                    self._fail(s, f"step {s.traj.length}", out)
                 else:
-                    self._advance(batch, s, step, prompt, gen, p, out)
-            step += 1
+                    self._advance(batch, s, s.traj.length, prompt, gen, p, out)
+            slots += born  # restored siblings take their first step next turn
+            batch.trajectories += [s.traj for s in born]
 
         failed = {s.traj.traj_id for s in slots if s.traj.failed}
         if failed:
@@ -173,6 +194,59 @@ class Collector:
                         len(failed), len(slots), more)
             batch = batch.drop_trajectories(failed)
         return batch
+
+    def _branch(self, active: list[Slot], gens: list[Any], budgets: dict[int, GroupBudget]) -> list[Slot]:
+        """This turn's branches: per group, the parents the rule chooses (their action at this step sampled, not
+        yet applied) each get ``siblings - 1`` fresh envs restored to their state (by snapshot, else by verified
+        replay). Returns the new slots (a sibling whose restore faulted is already failed: it has no rows)."""
+        spec = self.branch
+        by_group: dict[int, list[tuple[int, int, float]]] = {}
+        for i, (s, g) in enumerate(zip(active, gens)):
+            if s.traj.length > s.traj.branch_step:  # never again at a sibling's own first step
+                by_group.setdefault(s.traj.group_id, []).append((i, s.traj.length, float(sum(g.logprobs))))
+        parents = [active[i] for gid, cands in by_group.items()
+                   for i in choose_parents(spec, cands, self._cap(active[cands[0][0]].env), budgets[gid])]
+        if not parents:
+            return []
+        k = spec.siblings - 1
+        n0, self._used = self._used, self._used + k * len(parents)
+        handles = self._envs(self._used)[n0:]  # pool slot i hosts trajectory i
+        born, parent_of = [], []
+        for j, p in enumerate(parents):
+            step = p.traj.length
+            for c in range(k):
+                idx = j * k + c
+                t = Trajectory(traj_id=n0 + idx, group_id=p.traj.group_id, seed=p.traj.seed, task=p.traj.task,
+                               parent=p.traj.traj_id, branch_step=step, length=step)
+                born.append(Slot(handles[idx], t, observation=p.observation, info=p.info,
+                                 history=list(p.history or []), first=p.first, chunks=list(p.chunks or []),
+                                 context=p.context, actions=list(p.actions or []), visits=list(p.visits or [])))
+                parent_of.append(p)
+        name = self._guard.name or "env"
+        by_replay = [b for b, p in zip(born, parent_of) if not p.env.can_snapshot]
+        jobs = [(b.env, b.traj.seed, b.actions, b.visits) for b in by_replay]
+        for b, res in zip(by_replay, restore_by_replay(self._guard, jobs, name)):
+            if isinstance(res, EnvFault):
+                self._fail(b, f"restoring step {b.traj.branch_step}", res)
+        self._restore_snapshots([(p, b) for b, p in zip(born, parent_of) if p.env.can_snapshot], name)
+        return born
+
+    def _restore_snapshots(self, pairs: list[tuple[Slot, Slot]], name: str) -> None:
+        """``(parent, sibling)`` pairs whose env has ``snapshot()`` / ``restore()``: one snapshot per parent, restored
+        into each sibling's env, each checked against the parent's visit (a mismatch raises ReplayDivergence)."""
+        parents = list({id(p): p for p, _ in pairs}.values())
+        snaps = dict(zip(map(id, parents), self._guard.call_many([(p.env, "snapshot", None) for p in parents])))
+        todo = []
+        for p, b in pairs:
+            if isinstance(snaps[id(p)], EnvFault):
+                self._fail(b, f"snapshot at step {b.traj.branch_step}", snaps[id(p)])
+            else:
+                todo.append((p, b))
+        for (p, b), res in zip(todo, self._guard.call_many([(b.env, "restore", snaps[id(p)]) for p, b in todo])):
+            if isinstance(res, EnvFault):
+                self._fail(b, f"restoring step {b.traj.branch_step}", res)
+            else:
+                check_visit(name, b.traj.seed, len(p.actions or []), p.visits[-1], Visit.of(*res), "snapshot")
 
     def _parse(self, s: Slot, gen: Any) -> ParsedAction:
         action = getattr(gen, "action", None)
@@ -221,6 +295,9 @@ class Collector:
             new_info["action_valid"] = False
             valid = False
             action_text = f"(invalid: {parsed.error})"
+        if out is not None and s.actions is not None:  # branching: what a replay of this slot's state needs
+            s.actions.append(parsed.action)
+            s.visits.append(Visit.of(obs, new_info))
         t = s.traj
         t.length = step + 1
         t.episode_return += reward

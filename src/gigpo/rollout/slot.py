@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gigpo.envs.guard import EnvHandle
+from gigpo.envs.restore import Visit
 from gigpo.rollout.batch import Trajectory
 
 
@@ -24,3 +25,7 @@ class Slot:
     chunks: list[list[int]] | None = None
     context: list[int] | None = None
     seat: int = 0  #: a multi-seat game's seat this slot plays (rollout/multiseat.py)
+    # branch rollouts (rollout/branching.py): the actions that reached the env and the visits they led to (the
+    # reset's first), what restoring this slot's state by replay needs; None when not branching
+    actions: list[str] | None = None
+    visits: list[Visit] | None = None

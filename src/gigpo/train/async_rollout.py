@@ -209,11 +209,11 @@ class AsyncRollout:
 
             engine = WorkerEngine(trainer.model, trainer.tok, threads=max(int(cfg.train.threads or 1), 1))
             engine.probe()
-            return cls(cfg, trainer.model, engine, build_collector(cfg, engine, trainer.tok),
+            return cls(cfg, trainer.model, engine, build_collector(cfg, engine, trainer.tok, branch=True),
                        trainer.start_iteration, trainer.resumed_from)
         engine = trainer.engine
-        out = cls(cfg, trainer.model, engine, build_collector(cfg, engine, trainer.tok), trainer.start_iteration,
-                  trainer.resumed_from, pushed_version=trainer.start_iteration, owns_engine=False)
+        out = cls(cfg, trainer.model, engine, build_collector(cfg, engine, trainer.tok, branch=True),
+                  trainer.start_iteration, trainer.resumed_from, pushed_version=trainer.start_iteration, owns_engine=False)
         trainer.eval_collector = _LatestVersionCollector(trainer.eval_collector, out, trainer.model)
         return out
 

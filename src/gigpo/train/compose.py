@@ -15,6 +15,7 @@ from gigpo.agent.prompt import PromptBuilder
 from gigpo.envs.guard import registered_factory
 from gigpo.envs.registry import get_spec
 from gigpo.rollout import Collector
+from gigpo.rollout.branching import BranchSpec
 from gigpo.train import rng_streams
 from gigpo.train.config import Config, ConfigError, env_option_error
 from gigpo.train.config_bounds import check_token_caps, context_from_dir
@@ -78,6 +79,8 @@ def probe_env(cfg: Config) -> None:
                           f"{', '.join(missing)} method; subclass gigpo.envs.base.Env (which provides close) or "
                           "define them")
     try:
+        if cfg.rollout.branch != "off":
+            check_branching_env(cfg, env, factory)
         if cfg.rollout.decoding == "constrained":
             _, info = env.reset(EVAL_SEED_BASE)
             if not (isinstance(info, dict) and info.get("admissible_actions")):
@@ -85,6 +88,34 @@ def probe_env(cfg: Config) -> None:
                                   "(info['admissible_actions'] at reset); use rollout.decoding=free")
     finally:
         env.close()
+
+
+def branch_spec(cfg: Config) -> BranchSpec | None:
+    """``rollout.branch`` and its options as the collector's :class:`BranchSpec` (None when off)."""
+    r = cfg.rollout
+    if r.branch == "off":
+        return None
+    return BranchSpec(r.branch, r.branching.siblings, r.branching.every)
+
+
+def check_branching_env(cfg: Config, env: Any, factory: Any) -> None:
+    """What ``rollout.branch`` needs of the env, each a ConfigError: one game per trajectory (not multi-seat),
+    one branch within the group's budget at its episode cap, and replay determinism given seed and actions
+    (:func:`gigpo.envs.restore.determinism_problem`: a short random episode replayed twice)."""
+    from gigpo.envs.multiseat import is_multiseat
+    from gigpo.envs.restore import determinism_problem
+    from gigpo.rollout.branching import budget_problem
+
+    _, info = env.reset(EVAL_SEED_BASE)
+    if isinstance(info, dict) and is_multiseat(info):
+        raise ConfigError(f"rollout.branch: env {cfg.env.name!r} is a multi-seat (self-play) game, which branch "
+                          "rollouts do not support; use rollout.branch=off")
+    cap = int(getattr(env, "max_steps", 0) or 0)
+    cap = (min(cap, cfg.rollout.max_steps) if cap else cfg.rollout.max_steps) if cfg.rollout.max_steps else cap
+    problem = budget_problem(branch_spec(cfg), cfg.rollout.group_size, cap or 50)  # the collector's cap rule
+    problem = problem or determinism_problem(factory, cfg.env.name)
+    if problem:
+        raise ConfigError(problem)
 
 
 def check_model_options(cfg: Config, model_name: str | None = None) -> None:
@@ -126,7 +157,10 @@ def preflight(cfg: Config, model_name: str | None = None) -> None:
         check_engine_urls(cfg)
 
 
-def build_collector(cfg: Config, engine: Any, tokenizer: Any, split: str | None = None) -> Collector:
+def build_collector(cfg: Config, engine: Any, tokenizer: Any, split: str | None = None,
+                    branch: bool = False) -> Collector:
+    """The collector of ``cfg`` over ``engine``; ``branch``: grow groups as trees per ``rollout.branch`` (the
+    training collector; evaluation plays plain episodes)."""
     r = cfg.rollout
     max_prompt = cfg.prompt.max_prompt_tokens
     context = getattr(getattr(getattr(engine, "model", None), "config", None), "max_position_embeddings", None)
@@ -141,7 +175,7 @@ def build_collector(cfg: Config, engine: Any, tokenizer: Any, split: str | None 
         history_length=cfg.prompt.history_length, require_think=cfg.prompt.require_think,
         env_timeout_s=r.env_timeout_s, env_name=cfg.env.name, env_workers=r.env_workers,
         env_worker_options={"num_workers": r.ray.num_actors, "ray_address": r.ray.address} if r.env_workers == "ray"
-        else None, decoding=r.decoding,
+        else None, decoding=r.decoding, branch=branch_spec(cfg) if branch else None,
     )
     if r.mode == "concat":  # one growing sequence per trajectory (RAGEN-style), in training and evaluation alike
         from gigpo.train.algorithms import context_limit

@@ -17,10 +17,10 @@ def engine_urls(cfg: Any) -> list[str]:
     return [u.strip() for u in cfg.rollout.openai.urls.split(",") if u.strip()]
 
 
-#: ``rollout.<sub-section>`` -> (the choice key, the value whose options it holds): the rule of
+#: ``rollout.<sub-section>`` -> (the choice key, the value(s) whose options it holds): the rule of
 #: :mod:`gigpo.train.config_schema_rollout`, checked by :func:`check_choice_options`.
 CHOICE_OPTIONS = {"concat": ("mode", "concat"), "openai": ("engine", "openai"), "vllm": ("engine", "vllm"),
-                  "ray": ("env_workers", "ray")}
+                  "ray": ("env_workers", "ray"), "branching": ("branch", ("every", "uncertain"))}
 
 
 def check_choice_options(cfg: Any) -> None:
@@ -29,7 +29,8 @@ def check_choice_options(cfg: Any) -> None:
     r = cfg.rollout
     for sub, (choice, value) in CHOICE_OPTIONS.items():
         chosen = getattr(r, choice)
-        if chosen == value:
+        values = value if isinstance(value, tuple) else (value,)
+        if chosen in values:
             continue
         opts = getattr(r, sub)
         default = type(opts)()
@@ -38,7 +39,7 @@ def check_choice_options(cfg: Any) -> None:
         if changed:
             raise ConfigError(f"{', '.join(changed)} {'is' if len(changed) == 1 else 'are'} set but "
                               f"rollout.{choice}={chosen!r}: rollout.{sub} holds the options of "
-                              f"rollout.{choice}={value}")
+                              f"rollout.{choice}={'|'.join(values)}")
 
 
 def check_rollout_engines(cfg: Any) -> None:
@@ -88,3 +89,27 @@ def check_rollout_engines(cfg: Any) -> None:
           f"rollout.openai.weight_sync applies to rollout.engine=openai (got rollout.engine={r.engine}; the in-process "
           "vllm engine reloads full weights, LoRA merged)")
     check_choice_options(cfg)  # after the specific rules above, whose messages say more
+    check_branching(cfg)
+
+
+def check_branching(cfg: Any) -> None:
+    """``rollout.branch`` and its options; what needs the env (the episode cap, replay determinism, one branch
+    within the group's budget) is checked by :func:`gigpo.train.compose.probe_env` before any model loads."""
+    from gigpo.rollout.branching import MAX_SIBLINGS
+
+    r, b = cfg.rollout, cfg.rollout.branching
+    if r.branch == "off":
+        return
+    if not 2 <= b.siblings <= MAX_SIBLINGS:
+        raise ConfigError(f"rollout.branching.siblings must be in [2, {MAX_SIBLINGS}], got {b.siblings}")
+    if b.every < 1:
+        raise ConfigError(f"rollout.branching.every must be >= 1, got {b.every}")
+    if r.branch != "every" and b.every != 1:
+        raise ConfigError(f"rollout.branching.every is set but rollout.branch={r.branch!r}: it is the option of "
+                          "rollout.branch=every")
+    if r.mode == "concat":
+        raise ConfigError("rollout.branch needs rollout.mode=step: a concat trajectory is trained as one sequence, "
+                          "so a sibling that starts mid-episode has no prompt of its own")
+    if cfg.grouping.history > 0:
+        raise ConfigError("rollout.branch with grouping.history > 0: a sibling's rows start at its branch step, so "
+                          "its first anchors would lack the history its parent's have; use grouping.history=0")

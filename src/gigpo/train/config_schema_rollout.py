@@ -3,7 +3,7 @@
 The rule that shapes it: a key that *chooses* something stays flat in ``rollout`` (``mode``, ``engine``,
 ``env_workers``, ``async``), and the options of one choice live in a sub-section named after the choice —
 ``rollout.concat.*`` for ``mode=concat``, ``rollout.openai.*`` / ``rollout.vllm.*`` for those engines,
-``rollout.ray.*`` for Ray env workers — so reading a config tells which keys are in force, and a new engine's
+``rollout.ray.*`` for Ray env workers, ``rollout.branching.*`` for ``branch=every|uncertain`` — so reading a config tells which keys are in force, and a new engine's
 options are one new sub-section. DAPO's rollout side (dynamic sampling, overlong shaping) is ``rollout.dapo.*``.
 
 The keys these replaced (``rollout.engine_urls``, ``rollout.max_context_tokens``, ...) still load, each with a
@@ -83,6 +83,18 @@ class RayWorkersConfig:
 
 
 @dataclass
+class BranchingConfig:
+    """``rollout.branch=every|uncertain``: a group's trajectories grown as a tree from restored states
+    (gigpo.rollout.branching; docs/design.md "Branch rollouts")."""
+
+    siblings: int = key(
+        2, "M: members of one branch state, the parent included (M - 1 restored copies continue from it), in "
+        "[2, 64]; a group starts ceil(rollout.group_size / M) trajectories from its seed")
+    every: int = key(
+        1, "K (rollout.branch=every): branch at steps K, 2K, ... (>= 1 and below the episode cap)")
+
+
+@dataclass
 class RolloutConfig:
     """Collection: ``groups`` tasks × ``group_size`` trajectories per iteration. Choices are flat keys; the options
     of one choice are its sub-section (``rollout.openai.*`` for ``engine=openai``, ...)."""
@@ -118,6 +130,13 @@ class RolloutConfig:
         "process per env; a hung env is killed and a turn's steps run in parallel — for slow or crash-prone "
         'envs) or "ray" (Ray actors, options in rollout.ray; needs the [ray] extra)')
     ray: RayWorkersConfig = key(factory=RayWorkersConfig, doc="options of rollout.env_workers=ray")
+    branch: Literal["off", "every", "uncertain"] = key(
+        "off", 'grow each group as a tree: at chosen steps a trajectory\'s state is restored (the env\'s '
+        'snapshot()/restore(), else verified replay) into siblings that continue with their own samples, one step group by construction; "every": at steps K, '
+        '2K, ...; "uncertain": where the sampled action had the lowest log-probability. The group spends the '
+        "env steps of an unbranched group of rollout.group_size (options in rollout.branching; the env must "
+        "restore exactly, checked before training)")
+    branching: BranchingConfig = key(factory=BranchingConfig, doc="options of rollout.branch=every|uncertain")
     env_timeout_s: float = key(
         60.0, "seconds one env reset/step may take (> 0); a slower (hung) env ends its trajectory as failed and is "
         "replaced")

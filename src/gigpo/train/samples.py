@@ -53,7 +53,9 @@ def write_samples(path: Path, batch: RolloutBatch, advantages: np.ndarray, k: in
             task, c0 = _cut(str(t.task))
             lines.append(f"task: {task}")
             cut |= c0
-        for s, (obs, resp, action, reward) in enumerate(t.transcript):
+        if t.parent >= 0:
+            lines.append(f"(branched from trajectory {t.parent} at step {t.branch_step})")
+        for s, (obs, resp, action, reward) in enumerate(t.transcript, start=t.first_step):
             adv = adv_of.get((t.traj_id, s))
             obs, c1 = _cut(str(obs))
             resp, c2 = _cut(str(resp))

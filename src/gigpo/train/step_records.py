@@ -8,7 +8,11 @@ step's anchor group can be followed across its members. Line 1 is a header, then
      "largest_groups": [{"sg": 12, "size": 31, "trajectories": 8, "task_group": 5, ...}, ...], ...}
     {"kind": "trajectory", "traj": 24, "group": 3, "seed": 912, "won": true, "score": 1.0, "return": 1.1,
      "length": 3, "task": "...", "steps": [{"t": 0, "obs": "...", "response": "...", "action": "up",
-     "reward": 0.1, "R": 0.95, "A_E": 0.8, "A_S": 0.3, "A": 1.1, "sg": 12, "valid": true}, ...]}
+     "reward": 0.1, "R": 0.95, "A_E": 0.8, "A_S": 0.3, "A": 1.1, "sg": 12, "valid": true}, ...],
+     "parent": -1, "branch_step": -1}
+
+``parent`` / ``branch_step``: with ``rollout.branch``, the trajectory this one was branched from and the step it
+was branched at (its ``steps`` start there: the prefix is the parent's); -1 for a root.
 
 ``A`` is the advantage the update used (the trainer's array). ``R`` (R_t = r_t + γR_{t+1}), ``A_E``, ``A_S``
 and ``sg`` (the step-group id, unique within the file; -1 or null: no step grouping) are recomputed here by the
@@ -181,7 +185,7 @@ def write_step_records(path: Path, cfg: Any, it: int, batch: RolloutBatch, advan
     trajs = sorted(sub.trajectories, key=lambda t: (rank[t.group_id], t.traj_id))
     for t in trajs:
         steps = []
-        for s, (obs, resp, action, reward) in enumerate(t.transcript):
+        for s, (obs, resp, action, reward) in enumerate(t.transcript, start=t.first_step):
             i = row_of.get((t.traj_id, s))
             step = {"t": s, "obs": _cut(obs), "response": _cut(resp), "action": _cut(action),
                     "reward": _num(reward)}
@@ -194,7 +198,8 @@ def write_step_records(path: Path, cfg: Any, it: int, batch: RolloutBatch, advan
             steps.append(step)
         rec = {"kind": "trajectory", "traj": int(t.traj_id), "group": int(t.group_id), "seed": int(t.seed),
                "won": bool(t.won), "score": _num(t.score), "return": _num(t.episode_return), "length": int(t.length),
-               "failed": bool(t.failed), "error": str(t.error), "task": _cut(t.task), "steps": steps}
+               "failed": bool(t.failed), "error": str(t.error), "task": _cut(t.task), "steps": steps,
+               "parent": int(t.parent), "branch_step": int(t.branch_step)}
         line = json.dumps(rec, ensure_ascii=False)
         if size + len(line.encode()) + 1 > cap - room:
             header["truncated"] = True

@@ -106,7 +106,7 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(groups, lr=o.lr, betas=tuple(o.betas), weight_decay=o.weight_decay)
         # rollout.engine, from the engine registry (gigpo.rollout.engines): one contract for every engine
         self.engine = build_engine(cfg, self.bundle, self.run_dir)
-        self.collector = build_collector(cfg, self.engine, self.tok)
+        self.collector = build_collector(cfg, self.engine, self.tok, branch=True)
         self.eval_collector = build_collector(cfg, self.engine, self.tok, split="test")
         self.metrics = MetricsLog(self.run_dir)  # trackers (train.loggers, tensorboard too): self.reporting
         if _resume is not None:

@@ -232,7 +232,8 @@ def clean_samples(header: Any, trajs: list) -> dict:
             continue
         steps = t.get("steps")
         t = {**t, "task": _text(t.get("task")), "error": _text(t.get("error")),
-             **{k: _round(t.get(k)) for k in ("traj", "group", "seed", "score", "return", "length")},
+             **{k: _round(t.get(k)) for k in ("traj", "group", "seed", "score", "return", "length", "parent",
+                                               "branch_step")},
              "steps": [s for s in map(_clean_step, steps if isinstance(steps, list) else []) if s is not None]}
         out.append(t)
     return {"header": header, "trajectories": out}
