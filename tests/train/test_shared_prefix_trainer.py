@@ -73,8 +73,11 @@ def test_constrained_prefill_over_shared_prefixes_samples_the_same(tmp_path):
     for share in (0, 8):
         engine = HFEngine(model, tok, "cpu", share_prefix_min_tokens=share)
         calls: list[tuple] = []
-        h = model.register_forward_pre_hook(lambda _m, _a, kw: calls.append(tuple(kw["input_ids"].shape)),
-                                            with_kwargs=True)
+
+        def record(_m, _a, kw, calls=calls):  # bound now: each arm records its own forwards
+            calls.append(tuple(kw["input_ids"].shape))
+
+        h = model.register_forward_pre_hook(record, with_kwargs=True)
         try:
             torch.manual_seed(3)
             outs.append((engine.generate(prompts * 3, max_new_tokens=3, temperature=1.0, top_p=1.0,

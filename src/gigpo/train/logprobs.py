@@ -9,8 +9,14 @@ import torch
 from gigpo.algo.losses import entropy_from_logits
 from gigpo.rollout.engine import IndexTensors, first_occurrences
 from gigpo.rollout.padding import left_pad
-from gigpo.rollout.prefix_sharing import (PrefixCache, PrefixPlan, forward_plan, forward_suffixes, may_share,
-                                          plan_prefix_groups)
+from gigpo.rollout.prefix_sharing import (
+    PrefixCache,
+    PrefixPlan,
+    forward_plan,
+    forward_suffixes,
+    may_share,
+    plan_prefix_groups,
+)
 
 #: Forward identical rows once (see :func:`policy_forward`). Same results either way; a switch for A/B benchmarks
 #: (benchmarks/cpu_throughput.py), not a setting.
