@@ -108,7 +108,14 @@ def run_preset(name: str, iterations: int, threads: int) -> dict:
         "iteration cpu": med["before"]["iteration_cpu"] / med["after"]["iteration_cpu"],
         "iteration wall": med["before"]["iteration_wall"] / med["after"]["iteration_wall"],
     }
-    print(f"{name}: " + ", ".join(f"{k} {v:.2f}x" for k, v in out["ratios"].items()), flush=True)
+    pairs = list(zip(out["before"], out["after"]))  # iteration i of both arms: same seeds, same batch
+    out["paired_ratios"] = {  # the median over iterations of each iteration's own before/after ratio
+        "tokens": statistics.median(b["forwarded_tokens"] / a["forwarded_tokens"] for b, a in pairs),
+        "update cpu": statistics.median(b["update_cpu"] / a["update_cpu"] for b, a in pairs),
+        "iteration cpu": statistics.median(b["iteration_cpu"] / a["iteration_cpu"] for b, a in pairs),
+    }
+    print(f"{name}: " + ", ".join(f"{k} {v:.2f}x" for k, v in out["ratios"].items()) + "; paired: "
+          + ", ".join(f"{k} {v:.2f}x" for k, v in out["paired_ratios"].items()), flush=True)
     return out
 
 
