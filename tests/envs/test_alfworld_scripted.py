@@ -61,6 +61,7 @@ def test_task_type_columns_in_paper_order_with_all_over_episodes():
     assert "| oracle EM / success | 50.0 | 100.0 | 0.0 | 50.0 |" in table
 
 
+@pytest.mark.peers("textworld", "fast_downward")
 def test_alfworld_gen_oracle_wins_through_process_workers():
     pytest.importorskip("textworld")
     pytest.importorskip("fast_downward")

@@ -218,6 +218,7 @@ def test_an_inline_env_segfault_names_env_and_seed_and_the_run_resumes(tmp_path)
     assert "resuming" in resumed.stdout and "iteration 1 of 2" in resumed.stdout
 
 
+@pytest.mark.peers("textworld", "fast_downward", "alfworld")
 @pytest.mark.parametrize("damage,fragment", [
     ("no-grammar", "is malformed: no 'grammar'"),
     ("bad-grammar", "alfworld: cannot load game"),

@@ -12,7 +12,8 @@ import pytest
 from gigpo.cli import main as cli_main
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (Debian: apt-get install chromium)")
+pytestmark = [pytest.mark.peers("chromium"),
+              pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (Debian: apt-get install chromium)")]
 
 
 def chromium(*args: str, timeout: int = 90) -> str:
