@@ -175,8 +175,9 @@ def _envs(args: argparse.Namespace) -> int:
             print(f"{name:16s} {spec.description}")
     print("\nadapters (env=PREFIX:ID; docs/envs/adapters.md):")
     for prefix, fam in prefixes.items():
-        print(f"{prefix + ':ID':16s} {fam.description}; needs {fam.package} (pip install 'gigpo[{fam.extra}]'), "
-              f"e.g. env={fam.example}")
+        needs = (f"needs {fam.package} (pip install 'gigpo[{fam.extra}]')" if fam.extra
+                 else f"uses {fam.package} (a core dependency: installed with gigpo)")
+        print(f"{prefix + ':ID':16s} {fam.description}; {needs}, e.g. env={fam.example}")
     return 0
 
 

@@ -62,7 +62,8 @@ class PrefixSpec:
 
     ``resolve(id)`` (``"module:function"``, imported only when such an env is asked for) checks the id against
     the package and returns ``(entry_point, defaults)`` of the env (a ValueError naming close matches when the
-    id is unknown); ``package`` is the import the adapter needs, ``extra`` the pip extra that installs it."""
+    id is unknown); ``package`` is the import the adapter needs, ``extra`` the pip extra that installs it
+    (empty: the package is a core dependency of gigpo)."""
 
     prefix: str
     resolve: str
@@ -73,6 +74,11 @@ class PrefixSpec:
 
 
 _PREFIXES: dict[str, PrefixSpec] = {}
+
+
+def install_hint(spec: PrefixSpec) -> str:
+    """``pip install 'gigpo[EXTRA]'``, or ``pip install PACKAGE`` for a core dependency (no extra)."""
+    return f"pip install 'gigpo[{spec.extra}]'" if spec.extra else f"pip install {spec.package}"
 
 
 def register_prefix(prefix: str, resolve: str, description: str, *, package: str, extra: str,
@@ -98,7 +104,7 @@ def _resolve_prefixed(name: str) -> EnvSpec | None:
     import importlib.util
 
     if importlib.util.find_spec(spec.package.split(".")[0]) is None:
-        raise ValueError(f"env {name!r} needs the {spec.package!r} package: pip install 'gigpo[{spec.extra}]'")
+        raise ValueError(f"env {name!r} needs the {spec.package!r} package: {install_hint(spec)}")
     module_name, _, attr = spec.resolve.partition(":")
     entry_point, defaults = getattr(importlib.import_module(module_name), attr)(ident)
     register(name, entry_point, f"{spec.description} ({ident})", **defaults)

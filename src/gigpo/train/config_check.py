@@ -193,7 +193,9 @@ def env_option_error(cfg: Config, err: Exception) -> ConfigError:
     where = ", ".join(f"env.{k}={opts[k]!r}" for k in named) if named else f"env.name={cfg.env.name!r}"
     params = ""
     try:
-        params = ", ".join(inspect.signature(_env_factory(cfg.env.name)).parameters)
+        ps = inspect.signature(_env_factory(cfg.env.name)).parameters.values()
+        if not any(p.kind is p.VAR_KEYWORD for p in ps):  # with **kwargs the env's own message lists its options
+            params = ", ".join(p.name for p in ps)
     except (TypeError, ValueError):
         pass
     hint = f" (env {cfg.env.name!r} takes: {params})" if params else ""

@@ -47,7 +47,13 @@ def apply_overrides(cfg: Config, flat: dict[str, Any]) -> Config:
             sub += "_"
         if sub.split(".")[0] not in field_types:
             if section == "env":  # env constructor options, checked against the env's signature later
-                obj.options[sub] = parse_scalar(value) if isinstance(value, str) else value
+                value = parse_scalar(value) if isinstance(value, str) else value
+                head, dot, rest = sub.partition(".")
+                if dot and rest:  # env.make_kwargs.is_slippery=false: a key of a mapping-valued option
+                    inner = obj.options.get(head)
+                    obj.options[head] = {**(inner if isinstance(inner, dict) else {}), rest: value}
+                else:
+                    obj.options[sub] = value
                 continue
             raise ConfigError(
                 f"unknown config key {key!r}; {section} keys are: {', '.join(sorted(field_types))}"
@@ -191,6 +197,11 @@ def load_config(path: str | None = None, overrides: list[str] | dict | None = No
     apply_overrides(cfg, file_flat)
     apply_overrides(cfg, cli_flat)
     validate(cfg)
+    # an env named without a preset of its own gets the settings its actions need (gigpo.train.env_settings)
+    from gigpo.train.env_settings import fit_to_env
+
+    if fit_to_env(cfg, apply_overrides(Config(), dict(file_flat)).env.name, set(cli_flat)):
+        validate(cfg)
     return cfg
 
 

@@ -91,9 +91,14 @@ def evaluate_model(
         cfg = load_config(config, None)
     if overrides:
         from gigpo.train.config import parse_cli_overrides
+        from gigpo.train.env_settings import fit_to_env
 
-        apply_overrides(cfg, parse_cli_overrides(overrides))
+        config_env = cfg.env.name
+        flat = parse_cli_overrides(overrides)
+        apply_overrides(cfg, flat)
         validate(cfg)
+        if fit_to_env(cfg, config_env, set(flat)):  # --env names another env: its actions' settings
+            validate(cfg)
     preflight(cfg, model_name)  # a bad env option or device fails here, before the model loads
     bundle = load_model(model_name, device=cfg.model.device, dtype=cfg.model.dtype, seed=cfg.train.seed,
                         tiny=(cfg.model.tiny or None) if model_name == "tiny" else None)

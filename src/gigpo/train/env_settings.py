@@ -1,0 +1,95 @@
+"""Settings that fit the env, for runs that name an env without a preset of their own.
+
+``gigpo train env=textarena:ConnectFour-v0`` reads the quickstart preset, written for gridgoal: one free-text token
+per response, which can never spell ``[col 4]``. The rule (docs/configuration.md "Settings from the env"): when the
+env of a run is not the env of its config file (the env was named on the command line, or by ``gigpo eval --env``),
+the env's own :class:`gigpo.envs.base.ActionSpec` sets the keys of :data:`ENV_KEYS`, except those the user gave
+as ``key=value``. The file's values stay when the file names the env itself (it was written for it).
+
+The spec is the env's :meth:`~gigpo.envs.base.Env.action_spec` after one reset, or, for an env that declares none,
+read from that reset: ``admissible_actions`` listed → constrained decoding over them. The budget is the longest
+example move's length in characters plus one (a token of these tokenizers spells at least one character; the
+end token) — an upper bound, so a legal move always fits; constrained decoding stops as soon as a move is
+complete, so a larger budget costs nothing there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gigpo.envs.base import ActionSpec
+
+#: the keys an env's spec may set (and nothing else: model, prompt and optimiser settings stay the preset's)
+ENV_KEYS = ("rollout.decoding", "rollout.max_response_tokens")
+#: reset seed of the probe: a held-out seed (gigpo.train.compose.EVAL_SEED_BASE), never a training task
+PROBE_SEED = 2**30
+
+
+def probe_action_spec(name: str, options: dict[str, Any]) -> ActionSpec | None:
+    """The :class:`ActionSpec` of env ``name`` built with ``options``, after one reset; None when the env declares
+    none and lists no admissible actions, or cannot be built here (its own error comes from the env checks)."""
+    from gigpo.envs.registry import make
+
+    try:
+        env = make(name, **options)
+    except Exception:  # noqa: BLE001 - reported by validate()/preflight with the env's own message
+        return None
+    try:
+        _, info = env.reset(PROBE_SEED)
+        declared = getattr(env, "action_spec", None)
+        spec = declared() if callable(declared) else None
+        if spec is None and isinstance(info, dict) and info.get("admissible_actions"):
+            spec = ActionSpec(legal_actions=True, examples=tuple(str(a) for a in info["admissible_actions"]))
+        return spec
+    except Exception:  # noqa: BLE001 - a failing reset is the env checks' to report, not this helper's
+        return None
+    finally:
+        try:
+            env.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def settings_for(spec: ActionSpec) -> dict[str, Any]:
+    """``{key: value}`` for :data:`ENV_KEYS` that fit ``spec`` (module docstring)."""
+    out: dict[str, Any] = {"rollout.decoding": "constrained" if spec.legal_actions else "free"}
+    if spec.examples:
+        out["rollout.max_response_tokens"] = max(len(a) for a in spec.examples) + 1
+    return out
+
+
+def apply_env_settings(cfg: Any, user_keys: set[str]) -> list[str]:
+    """Set :data:`ENV_KEYS` of ``cfg`` from its env's spec, except ``user_keys``; the ``key=value`` changed (for
+    a one-line note). ``cfg`` is changed in place and must be validated again by the caller."""
+    from gigpo.train.config_load import apply_overrides
+
+    spec = probe_action_spec(cfg.env.name, dict(cfg.env.options))
+    if spec is None:
+        return []
+    changed = {}
+    for key, value in settings_for(spec).items():
+        section, _, field = key.partition(".")
+        if key in user_keys or getattr(getattr(cfg, section), field) == value:
+            continue
+        changed[key] = value
+    apply_overrides(cfg, changed)
+    return [f"{k}={v}" for k, v in changed.items()]
+
+
+class EnvSettingsNote(UserWarning):
+    """The one-line note of :func:`fit_to_env`: which keys the env's spec set."""
+
+
+def fit_to_env(cfg: Any, config_env: str, user_keys: set[str]) -> list[str]:
+    """The rule of this module: when ``cfg``'s env is not ``config_env`` (the env of the config file or of the
+    run it came from), apply the env's settings except ``user_keys``, with one note; the keys changed."""
+    import warnings
+
+    if cfg.env.name == config_env:
+        return []
+    changed = apply_env_settings(cfg, user_keys)
+    if changed:
+        warnings.warn(f"env {cfg.env.name!r} is not the env of the config ({config_env!r}): "
+                      f"{', '.join(changed)} fit its actions (set these keys to choose otherwise)",
+                      EnvSettingsNote, stacklevel=3)
+    return changed
