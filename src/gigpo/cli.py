@@ -132,6 +132,7 @@ def _eval(args: argparse.Namespace) -> int:
     from gigpo.envs.base import EnvError
     from gigpo.envs.registry import EnvImportError
     from gigpo.train.config import ConfigError
+    from gigpo.train.action_check import NoValidActions
     from gigpo.train.evaluate import evaluate_model, format_table
 
     overrides = list(args.overrides or [])
@@ -146,7 +147,7 @@ def _eval(args: argparse.Namespace) -> int:
             args.checkpoint, model=args.model, config=args.config, overrides=overrides, episodes=args.episodes,
             temperature=args.temperature, seed=args.seed,
         )
-    except (ConfigError, FileNotFoundError, ValueError, EnvError, EnvImportError) as e:
+    except (ConfigError, FileNotFoundError, ValueError, EnvError, EnvImportError, NoValidActions) as e:
         return _error("eval", e)
     print(format_table(summary))
     if args.output:

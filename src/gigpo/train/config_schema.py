@@ -140,13 +140,18 @@ def algorithm_section() -> type:
 
 @dataclass
 class GroupingConfig:
-    """How anchor states form step groups. ``exact``: identical observation text; ``state_key``: the env's true
-    state; ``ro`` / ``indel`` / ``minhash``: text similarity ≥ ``threshold`` on the observation."""
+    """How anchor states form step groups (docs/configuration.md "Anchors"). ``exact``: identical anchors, the
+    anchor being the env's true state (``info["state_key"]``) when the env gives one and the observation text
+    otherwise — one rule, reported per iteration as ``grouping/state_key_anchors``; ``state_key``: the same (its
+    old name); ``observation``: identical observation text even where the env gives a state (the paper's anchors;
+    for studies of noisy text); ``ro`` / ``indel`` / ``minhash``: text similarity ≥ ``threshold`` on the
+    observation."""
 
-    metric: Literal["exact", "state_key", "ro", "indel", "minhash"] = key(
+    metric: Literal["exact", "state_key", "observation", "ro", "indel", "minhash"] = key(
         "exact",
-        "anchor matching: \"exact\" observation text, the env's true \"state_key\", or text similarity ≥ "
-        'threshold by "ro" (Ratcliff–Obershelp), "indel" (rapidfuzz) or "minhash" (token Jaccard estimate)')
+        "anchor matching: \"exact\" (the env's state_key when it gives one, else the observation text; "
+        "\"state_key\" is the same), \"observation\" (the text exactly), or text similarity ≥ threshold by \"ro\" "
+        '(Ratcliff–Obershelp), "indel" (rapidfuzz) or "minhash" (token Jaccard estimate)')
     threshold: float = key(0.9, "similarity metrics: two anchors match when their score is ≥ this, in (0, 1]")
     history: int = key(
         0, "k >= 0; k > 0: a step's anchor is its key plus the keys of its trajectory's k previous steps (exact / "
@@ -236,6 +241,9 @@ class TrainConfig:
     overwrite: bool = key(
         False,
         "a fresh run into a directory that holds checkpoints or metrics: false refuses, true clears it first")
+    stop_without_valid_actions: int = key(
+        3, "K >= 0: stop (one line naming the keys to change) when the first K iterations, or gigpo eval's first 8 "
+        "episodes, made no valid action; 0 = never")
     max_failed_iterations: int = key(
         3, "stop (exit 1) after this many consecutive iterations in which every trajectory failed (>= 1)")
     parallel: Literal["auto", "none", "ddp", "fsdp"] = key(

@@ -6,8 +6,10 @@ env of a run is not the env of its config file (the env was named on the command
 the env's own :class:`gigpo.envs.base.ActionSpec` sets the keys of :data:`ENV_KEYS`, except those the user gave
 as ``key=value``. The file's values stay when the file names the env itself (it was written for it).
 
-The spec is the env's :meth:`~gigpo.envs.base.Env.action_spec` after one reset, or, for an env that declares none,
-read from that reset: ``admissible_actions`` listed → constrained decoding over them. The budget is the longest
+The spec is the env's :meth:`~gigpo.envs.base.Env.action_spec` after one reset, or, for an env that declares none
+and is not one of gigpo's built-ins (an env of your own, ``--import``-ed or from a plugin), read from that reset:
+``admissible_actions`` listed → constrained decoding over them. The built-in envs declare none: each has presets
+of its own (``gigpo train --config sokoban``), and their tests and documented figures use those. The budget is the longest
 example move's length in characters plus one (a token of these tokenizers spells at least one character; the
 end token) — an upper bound, so a legal move always fits; constrained decoding stops as soon as a move is
 complete, so a larger budget costs nothing there.
@@ -38,7 +40,7 @@ def probe_action_spec(name: str, options: dict[str, Any]) -> ActionSpec | None:
         _, info = env.reset(PROBE_SEED)
         declared = getattr(env, "action_spec", None)
         spec = declared() if callable(declared) else None
-        if spec is None and isinstance(info, dict) and info.get("admissible_actions"):
+        if spec is None and not builtin(name) and isinstance(info, dict) and info.get("admissible_actions"):
             spec = ActionSpec(legal_actions=True, examples=tuple(str(a) for a in info["admissible_actions"]))
         return spec
     except Exception:  # noqa: BLE001 - a failing reset is the env checks' to report, not this helper's
@@ -48,6 +50,15 @@ def probe_action_spec(name: str, options: dict[str, Any]) -> ActionSpec | None:
             env.close()
         except Exception:  # noqa: BLE001
             pass
+
+
+def builtin(name: str) -> bool:
+    """Whether env ``name`` is one of gigpo's own (module ``gigpo.envs.*``, the adapters excepted)."""
+    from gigpo.envs.registry import get_spec
+
+    entry = get_spec(name).entry_point
+    module = entry.partition(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", "")
+    return module.startswith("gigpo.envs.") and not module.startswith("gigpo.envs.adapters.")
 
 
 def settings_for(spec: ActionSpec) -> dict[str, Any]:

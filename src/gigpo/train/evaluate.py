@@ -105,9 +105,27 @@ def evaluate_model(
     engine = HFEngine(bundle.model, bundle.tokenizer, bundle.device)
     collector = build_collector(cfg, engine, bundle.tokenizer, split="test")
     try:
-        return run_evaluation(collector, cfg.train.seed if seed is None else seed, episodes, temperature)
+        return first_episodes_checked(cfg, collector, cfg.train.seed if seed is None else seed, episodes, temperature)
     finally:
         collector.close()
+
+
+def first_episodes_checked(cfg: Config, collector: Collector, seed: int, episodes: int,
+                           temperature: float) -> tuple[dict, RolloutBatch]:
+    """:func:`run_evaluation`, its first episodes collected first: when none of their steps was a valid action the
+    evaluation stops there (:func:`gigpo.train.action_check.check_evaluation_start`). The seeds are those of one
+    collection (``eval_seeds`` is a prefix-stable sequence), so the numbers are the same as without the check."""
+    from gigpo.rollout.batch import merge_batches
+    from gigpo.train.action_check import EVAL_FIRST_EPISODES, check_evaluation_start
+
+    first = min(EVAL_FIRST_EPISODES, episodes)
+    if not cfg.train.stop_without_valid_actions or first >= episodes:
+        return run_evaluation(collector, seed, episodes, temperature)
+    seeds = eval_seeds(seed, episodes)
+    head = collector.collect(seeds[:first], 1, temperature=temperature)
+    check_evaluation_start(cfg, evaluation_summary(head), first, episodes)
+    batch = merge_batches([head, collector.collect(seeds[first:], 1, temperature=temperature)])
+    return evaluation_summary(batch), batch
 
 
 def format_table(summary: dict, label: str = "agent") -> str:

@@ -19,6 +19,7 @@ import torch
 from gigpo.algo import similarity
 from gigpo.rollout import RolloutBatch
 from gigpo.train import distributed, rng_streams
+from gigpo.train.action_check import check_training_start
 from gigpo.train.algorithms import needs_reference, spec_of
 from gigpo.train.async_rollout import AsyncRollout
 from gigpo.train.checkpoint import checkpoint_dir, list_checkpoints, restore_rng, save_checkpoint, set_aside
@@ -161,10 +162,11 @@ class Trainer:
             if main:
                 self.metrics.write(rec0 := {"iteration": 0, **{f"eval/{k}": v for k, v in last_eval.items()}})
                 self.reporting.record(rec0)
-        it = self.start_iteration
+        it, start_valid = self.start_iteration, []
         try:
             for it in range(self.start_iteration + 1, t.iterations + 1):
                 last = self.iteration(it)
+                check_training_start(self.cfg, it, last, start_valid)  # a run that cannot act stops
                 if t.eval_episodes and ((t.eval_every and it % t.eval_every == 0) or it == t.iterations):
                     ev = self.evaluate(t.eval_episodes)
                     last.update({f"eval/{k}": v for k, v in ev.items()})

@@ -1,0 +1,68 @@
+"""Stop a run that cannot act: responses that never form a move the env accepts.
+
+A response budget too short for the env's moves, or free text where the env needs its exact move syntax, gives a
+valid-action rate of exactly 0 — every step invalid, every episode run to its step cap, nothing to learn. Training
+stops after ``train.stop_without_valid_actions`` such iterations at its start, and ``gigpo eval`` after its first
+:data:`EVAL_FIRST_EPISODES` episodes, each with one line naming the keys to change (:func:`advice`). A run that
+has made one valid move at its start is never stopped by this (a policy may still learn to be invalid later; that
+is the health alerts' business).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gigpo.train.dynamic_sampling import RunFailed
+
+#: ``gigpo eval`` checks its first this many episodes (the same first seeds for every ``--episodes``)
+EVAL_FIRST_EPISODES = 8
+
+
+class NoValidActions(RunFailed):
+    """No step of the run's start was a valid action (module docstring); the message names the keys to change."""
+
+
+def advice(cfg: Any) -> str:
+    """Which keys to change so the responses can form the env's moves, from the env's own spec."""
+    from gigpo.train.env_settings import probe_action_spec, settings_for
+
+    r = cfg.rollout
+    spec = probe_action_spec(cfg.env.name, dict(cfg.env.options))
+    fits = settings_for(spec) if spec is not None else {}
+    keys = []
+    if fits.get("rollout.decoding") == "constrained" and r.decoding != "constrained":
+        keys.append("rollout.decoding=constrained (the env lists its legal moves)")
+    need = fits.get("rollout.max_response_tokens")
+    if need and r.max_response_tokens < need:
+        example = max(spec.examples, key=len) if spec is not None and spec.examples else ""
+        keys.append(f"rollout.max_response_tokens={need} (now {r.max_response_tokens}; a move such as "
+                    f"{example!r} takes up to {need - 1} tokens)")
+    if not keys:
+        keys.append(f"rollout.max_response_tokens (now {r.max_response_tokens}), prompt.format / "
+                    "prompt.instructions (the env's rules and move format in the prompt)")
+    return "; ".join(keys)
+
+
+def check_training_start(cfg: Any, it: int, rec: dict, history: list[float]) -> None:
+    """Raise :class:`NoValidActions` when iterations 1..K (K = ``train.stop_without_valid_actions``) all had a
+    valid-action rate of 0; ``history`` keeps the rates seen so far (the caller's list)."""
+    k = int(cfg.train.stop_without_valid_actions)
+    if not k or it > k or "rollout/valid_action_rate" not in rec:
+        return
+    history.append(float(rec["rollout/valid_action_rate"]))
+    if len(history) >= k and max(history[:k]) == 0.0:
+        raise NoValidActions(
+            f"no valid action in the first {k} iterations (rollout/valid_action_rate 0.00): the responses never "
+            f"form a move env {cfg.env.name!r} accepts; set {advice(cfg)} (train.stop_without_valid_actions=0 "
+            "trains on regardless)")
+
+
+def check_evaluation_start(cfg: Any, summary: dict, episodes: int, total: int) -> None:
+    """Raise :class:`NoValidActions` when the first ``episodes`` of an evaluation of ``total`` made no valid action
+    (off with ``train.stop_without_valid_actions=0``)."""
+    if not int(cfg.train.stop_without_valid_actions) or summary.get("valid_action_rate", 1.0) != 0.0:
+        return
+    raise NoValidActions(
+        f"no valid action in the first {episodes} of {total} episodes (valid_action_rate 0.00, success "
+        f"{summary.get('success_rate', 0.0):.3f}): the responses never form a move env {cfg.env.name!r} accepts; "
+        f"set {advice(cfg)} (train.stop_without_valid_actions=0 evaluates every episode regardless)")
