@@ -58,7 +58,7 @@ def _train_run(args: argparse.Namespace) -> int:
             from gigpo.train.rundir import install_sigterm_as_interrupt
             from gigpo.train.trainer import Trainer
 
-            preflight(plan.cfg, str(plan.checkpoint / "model"))  # the resumed env/device, before the model loads
+            same_start = preflight(plan.cfg, str(plan.checkpoint / "model"))  # the resumed env/device, before the model
             distributed.init(plan.cfg)  # under torchrun: join the job's process group
             trainer = Trainer.from_plan(plan)
             print(f"resuming {plan.checkpoint} (iteration {plan.iteration} of {plan.cfg.train.iterations})")
@@ -77,7 +77,7 @@ def _train_run(args: argparse.Namespace) -> int:
             from gigpo.train.rundir import install_sigterm_as_interrupt
             from gigpo.train.trainer import Trainer
 
-            preflight(cfg)  # a missing dataset, a bad env option or device: one error, before the model loads
+            same_start = preflight(cfg)  # a missing dataset, bad env option or device: one error, before the model
             distributed.init(cfg)  # under torchrun: join the job's process group
             trainer = Trainer(cfg)
     except NothingToDo as e:  # a finished run is not an error: scripts may resume idempotently
@@ -122,7 +122,10 @@ def _train_run(args: argparse.Namespace) -> int:
     if not trainer.dist.is_main:
         return 0
     keys = [k for k in ("rollout/success_rate", "eval/success_rate", "eval/score") if k in last]
-    print("done. " + ", ".join(f"{k}={last[k]:.3f}" for k in keys) + f"  ({trainer.run_dir})")
+    from gigpo.train.heldout import SAME_START
+
+    held = f" [eval: {SAME_START}]" if same_start and any(k.startswith("eval/") for k in keys) else ""
+    print("done. " + ", ".join(f"{k}={last[k]:.3f}" for k in keys) + f"{held}  ({trainer.run_dir})")
     return 0
 
 

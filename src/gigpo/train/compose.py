@@ -14,7 +14,7 @@ from gigpo.agent.prompt import PromptBuilder
 from gigpo.envs.guard import registered_factory
 from gigpo.envs.registry import get_spec
 from gigpo.rollout import Collector
-from gigpo.train import rng_streams
+from gigpo.train import heldout, rng_streams
 from gigpo.train.config import Config, ConfigError, env_option_error
 
 #: Train task seeds live in [0, 2^30); held-out evaluation seeds in [2^30, 2^31) — disjoint by construction.
@@ -44,9 +44,10 @@ def env_factory(cfg: Config, split: str | None = None):
     return registered_factory(cfg.env.name, **options)
 
 
-def probe_env(cfg: Config) -> None:
+def probe_env(cfg: Config) -> bool:
     """Build (and close) one env of ``cfg`` so that a missing data file or a bad option fails before any model
     loads. Envs share their heavy data per process (catalogs, corpora), so the real run reuses what this loads.
+    Returns whether the env starts the same for every seed (:mod:`gigpo.train.heldout`, one warning then).
 
     The constructor's TypeError/ValueError (``env.size=0``) becomes a ConfigError naming the ``env.*`` keys.
     With ``rollout.decoding=constrained`` the env is also reset once: it must list ``admissible_actions`` in its
@@ -81,8 +82,12 @@ def probe_env(cfg: Config) -> None:
             if not (isinstance(info, dict) and info.get("admissible_actions")):
                 raise ConfigError(f"rollout.decoding=constrained: env {cfg.env.name!r} lists no admissible actions "
                                   "(info['admissible_actions'] at reset); use rollout.decoding=free")
+        fixed = heldout.same_start(env)
     finally:
         env.close()
+    if fixed:
+        heldout.warn_same_start(cfg.env.name)
+    return fixed
 
 
 def check_model_options(cfg: Config, model_name: str | None = None) -> None:
@@ -110,15 +115,17 @@ def check_model_options(cfg: Config, model_name: str | None = None) -> None:
             raise ConfigError(f"{key}: {' '.join(str(err).split())}") from None
 
 
-def preflight(cfg: Config, model_name: str | None = None) -> None:
+def preflight(cfg: Config, model_name: str | None = None) -> bool:
     """Everything that can be checked before a model loads or a run directory is made: one env is built and
-    the model options are checked (the config itself was validated when loaded)."""
-    probe_env(cfg)
+    the model options are checked (the config itself was validated when loaded). Returns :func:`probe_env`'s
+    answer: whether held-out episodes start as the training ones do."""
+    fixed = probe_env(cfg)
     check_model_options(cfg, model_name)
     if cfg.rollout.engine == "openai":  # an unreachable server: one error now, not a failure at the first rollout
         from gigpo.train.remote import check_engine_urls
 
         check_engine_urls(cfg)
+    return fixed
 
 
 def build_collector(cfg: Config, engine: Any, tokenizer: Any, split: str | None = None) -> Collector:
