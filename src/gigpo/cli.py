@@ -26,6 +26,21 @@ def _import_env_modules(args: argparse.Namespace) -> None:
     import_env_modules(getattr(args, "imports", None) or [])
 
 
+def _import_recorded(path: str, args: argparse.Namespace) -> None:
+    """The ``--import`` modules a run recorded (its environment.json), imported before its config is read, so
+    ``--resume RUN`` and ``eval --checkpoint RUN`` find its env; one that cannot be imported is one error naming
+    it and the run."""
+    from gigpo.envs.registry import EnvImportError, import_env_modules
+    from gigpo.train.provenance import recorded_imports
+
+    recorded = recorded_imports(path)
+    try:
+        import_env_modules([n for n in recorded if n not in (getattr(args, "imports", None) or [])])
+    except EnvImportError as err:
+        raise EnvImportError(f"{err} (run {path} was trained with --import {' --import '.join(recorded)}: run "
+                             "this where that module is importable, e.g. its directory)") from None
+
+
 def _train(args: argparse.Namespace) -> int:
     try:
         return _train_run(args)
@@ -51,6 +66,7 @@ def _train_run(args: argparse.Namespace) -> int:
             if args.config:  # the run's own config.yaml is the config of a resume; a second one would be ignored
                 raise ConfigError("--config cannot be combined with --resume (a resume uses RUN_DIR/config.yaml; "
                                   "change keys with key=value)")
+            _import_recorded(args.resume, args)
             plan = plan_resume(args.resume, parse_cli_overrides(args.overrides) if args.overrides else None,
                                allow_config_change=getattr(args, "allow_config_change", False))
             from gigpo.train import distributed
@@ -146,6 +162,8 @@ def _eval(args: argparse.Namespace) -> int:
         return 2
     try:
         _import_env_modules(args)
+        if args.checkpoint:
+            _import_recorded(args.checkpoint, args)
         summary, batch = evaluate_model(
             args.checkpoint, model=args.model, config=args.config, overrides=overrides, episodes=args.episodes,
             temperature=args.temperature, seed=args.seed,

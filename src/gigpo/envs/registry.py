@@ -206,6 +206,17 @@ def import_env_modules(names: list[str]) -> None:
         for env_name in sorted(k for k in before if _REGISTRY.get(k) is not before[k]):
             log.warning("--import %s: env %r replaces the one registered before (%s)", name, env_name,
                         before[env_name].description or before[env_name].entry_point)
+        if name not in _IMPORTED:
+            _IMPORTED.append(name)
+
+
+#: the ``--import`` modules of this process, in order (a run directory records them: resume and eval import them)
+_IMPORTED: list[str] = []
+
+
+def imported_modules() -> list[str]:
+    """The modules :func:`import_env_modules` imported in this process, in order."""
+    return list(_IMPORTED)
 
 
 def _load_entry_points() -> None:

@@ -32,6 +32,9 @@ ENVIRONMENT_FILE = "environment.json"
 NUMERIC_KEYS = ("torch", "cpu_capability", "aten_cpu_capability", "device", "cuda_device", "numpy",
                 "transformers", "peft", "torch_threads")
 _PACKAGES = ("numpy", "transformers", "tokenizers", "peft")
+#: the packages of the env adapters (distribution names), recorded when installed: a game's rules and an
+#: adapter's observations change with them
+ENV_PACKAGES = ("gymnasium", "textarena", "reasoning-gym", "openenv-core", "verifiers", "textworld", "alfworld")
 
 
 def _version(package: str) -> str | None:
@@ -71,7 +74,23 @@ def run_environment(device: str = "cpu") -> dict[str, Any]:
         "cuda_device": torch.cuda.get_device_name(0) if str(device).startswith("cuda") else None,
     }
     record.update({p: _version(p) for p in _PACKAGES})
+    record["env_packages"] = {p: v for p in ENV_PACKAGES if (v := _version(p)) is not None}
+    from gigpo.envs.registry import imported_modules
+
+    record["imports"] = imported_modules()  # the --import modules the run's env (or estimator) needs
     return record
+
+
+def recorded_imports(path: str | Path) -> list[str]:
+    """The ``--import`` modules recorded by the run that ``path`` belongs to (a run directory or one of its
+    checkpoints, ``RUN/checkpoints/iter_N``): its newest start's; [] when none are recorded."""
+    p = Path(path)
+    for run in (p, p.parent.parent):
+        history = read_environment(run)
+        if history:
+            names = history[-1].get("imports") or []
+            return [str(n) for n in names] if isinstance(names, list) else []
+    return []
 
 
 def read_environment(run_dir: str | Path) -> list[dict[str, Any]]:

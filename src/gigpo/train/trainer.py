@@ -166,13 +166,13 @@ class Trainer:
         try:
             for it in range(self.start_iteration + 1, t.iterations + 1):
                 last = self.iteration(it)
-                check_training_start(self.cfg, it, last, start_valid)  # a run that cannot act stops
                 if t.eval_episodes and ((t.eval_every and it % t.eval_every == 0) or it == t.iterations):
                     ev = self.evaluate(t.eval_episodes)
                     last.update({f"eval/{k}": v for k, v in ev.items()})
                 if main:
                     self.metrics.write(last)
                     self.reporting.record(last)
+                check_training_start(self.cfg, it, last, start_valid)  # a run that cannot act stops (recorded)
                 if (t.checkpoint_every and it % t.checkpoint_every == 0) or it == t.iterations:
                     self.save(it)
                 if bar is not None:
