@@ -232,6 +232,9 @@ class TrainConfig:
         "within health_collapse_window iterations (in [0, 1])")
     health_collapse_low: float = key(0.5, "see health_collapse_high (in [0, 1], < health_collapse_high)")
     health_collapse_window: int = key(50, "iterations of the collapse alert's window (>= 0; 0 disables the alert)")
+    health_collapse_sustain: int = key(
+        5, "a fall must last this many iterations (success below health_collapse_high) to be a collapse alert; a "
+        "shorter dip is silent (>= 1)")
     health_entropy_ratio: float = key(
         0.1, "health alert entropy: entropy fell to <= this fraction of its first iterations' mean while "
         "sampled success is below health_collapse_high (in [0, 1); 0 disables)")
