@@ -30,6 +30,7 @@ from gigpo.train.dynamic_sampling import collect_shards
 from gigpo.train.estimate import row_advantages
 from gigpo.train.evaluate import run_evaluation
 from gigpo.train.loss_terms import policy_terms, value_terms
+from gigpo.train.memory_estimate import warn_peak_memory
 from gigpo.train.metrics import MetricsLog, plot_curves
 from gigpo.train.passes import PolicyPasses, trainable_rows
 from gigpo.train.remote import after_update, build_engine, start_engine
@@ -109,6 +110,7 @@ class Trainer:
         self.engine = build_engine(cfg, self.bundle, self.run_dir)
         self.collector = build_collector(cfg, self.engine, self.tok)
         self.eval_collector = build_collector(cfg, self.engine, self.tok, split="test")
+        warn_peak_memory(cfg, self.model, self.collector.prompts)  # the real model at the real prompt length
         self.metrics = MetricsLog(self.run_dir)  # trackers (train.loggers, tensorboard too): self.reporting
         if _resume is not None:
             # optimizer and RNG states were read (weights_only / JSON) and verified by plan_resume
