@@ -275,7 +275,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--env", help="env name (default: the run's env)")
     e.add_argument("--episodes", type=int, default=64)
     e.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
-    e.add_argument("--seed", type=int, default=None, help="seed of the held-out set (default: the run's)")
+    e.add_argument("--seed", type=int, default=None,
+                   help="seed of the held-out set (default: the run's train.seed). A random-init --model (tiny) "
+                        "takes its weights from train.seed: `--seed S train.seed=S` reproduces the untrained "
+                        "baseline (iteration 0) of a run with train.seed=S")
     e.add_argument("--output", help="write the summary and per-trajectory results (with every step) as JSON")
     e.add_argument("overrides", nargs="*", metavar="key=value")
     e.set_defaults(func=_eval)

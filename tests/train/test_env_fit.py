@@ -120,3 +120,12 @@ def test_an_env_whose_start_ignores_the_seed_is_named_and_its_evaluation_labelle
     table = format_table({"success_rate": 1.0, SAME_START_KEY: 1.0})
     assert table.splitlines()[0] == f"{SAME_START}:" and SAME_START_KEY not in table
     assert "held-out" not in format_table({"success_rate": 1.0})
+
+
+def test_an_untrained_greedy_baseline_that_could_move_is_not_stopped(capsys):
+    """The README's untrained baseline: greedy tiny on gridgoal makes no valid move, but a move fits its budget
+    (one token): a true 0.00 baseline, not a setting to fix."""
+    from gigpo.cli import main
+
+    assert main(["eval", "--model", "tiny", "--env", "gridgoal", "--episodes", "12"]) == 0
+    assert "| valid_action_rate | 0.0000 |" in capsys.readouterr().out

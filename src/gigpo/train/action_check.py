@@ -6,6 +6,11 @@ stops after ``train.stop_without_valid_actions`` such iterations at its start, a
 :data:`EVAL_FIRST_EPISODES` episodes, each with one line naming the keys to change (:func:`advice`). A run that
 has made one valid move at its start is never stopped by this (a policy may still learn to be invalid later; that
 is the health alerts' business).
+
+An evaluation is greedy, and an untrained model's greedy move may well be invalid every time although a valid one
+fits (``gigpo eval --model tiny --env gridgoal``, the README's untrained baseline: 0.00 valid, a true baseline). So
+the evaluation stops only when the settings are the cause: free decoding with a response budget shorter, in the
+model's own tokens, than the env's shortest move (:func:`no_move_fits`).
 """
 
 from __future__ import annotations
@@ -43,6 +48,30 @@ def advice(cfg: Any) -> str:
     return "; ".join(keys)
 
 
+def no_move_fits(cfg: Any, tokenizer: Any) -> bool:
+    """Whether, under free decoding, no legal move of the env (its reset's ``admissible_actions``, else its
+    declared examples) fits in ``rollout.max_response_tokens`` of ``tokenizer``'s tokens. False when the env names
+    no move (nothing to measure) or decoding is constrained (every sampled move is legal)."""
+    from gigpo.envs.registry import make
+    from gigpo.train.env_settings import PROBE_SEED, probe_action_spec
+
+    if cfg.rollout.decoding == "constrained":
+        return False
+    env = make(cfg.env.name, **dict(cfg.env.options))
+    try:
+        _, info = env.reset(PROBE_SEED)
+        moves = list((info or {}).get("admissible_actions") or [])
+    finally:
+        env.close()
+    if not moves:
+        spec = probe_action_spec(cfg.env.name, dict(cfg.env.options))
+        moves = list(spec.examples) if spec is not None else []
+    if not moves:
+        return False
+    shortest = min(len(tokenizer.encode(str(m), add_special_tokens=False)) for m in moves)
+    return shortest > int(cfg.rollout.max_response_tokens)
+
+
 def check_training_start(cfg: Any, it: int, rec: dict, history: list[float]) -> None:
     """Raise :class:`NoValidActions` when iterations 1..K (K = ``train.stop_without_valid_actions``) all had a
     valid-action rate of 0; ``history`` keeps the rates seen so far (the caller's list)."""
@@ -57,10 +86,12 @@ def check_training_start(cfg: Any, it: int, rec: dict, history: list[float]) -> 
             "trains on regardless)")
 
 
-def check_evaluation_start(cfg: Any, summary: dict, episodes: int, total: int) -> None:
+def check_evaluation_start(cfg: Any, summary: dict, episodes: int, total: int, tokenizer: Any) -> None:
     """Raise :class:`NoValidActions` when the first ``episodes`` of an evaluation of ``total`` made no valid action
-    (off with ``train.stop_without_valid_actions=0``)."""
+    and no move fits the response budget (:func:`no_move_fits`; off with ``train.stop_without_valid_actions=0``)."""
     if not int(cfg.train.stop_without_valid_actions) or summary.get("valid_action_rate", 1.0) != 0.0:
+        return
+    if not no_move_fits(cfg, tokenizer):  # a true baseline of a model that cannot play yet (module docstring)
         return
     raise NoValidActions(
         f"no valid action in the first {episodes} of {total} episodes (valid_action_rate 0.00, success "

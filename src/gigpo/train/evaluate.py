@@ -108,7 +108,7 @@ def evaluate_model(
     collector = build_collector(cfg, engine, bundle.tokenizer, split="test")
     try:
         summary, batch = first_episodes_checked(cfg, collector, cfg.train.seed if seed is None else seed, episodes,
-                                                temperature)
+                                                temperature, bundle.tokenizer)
     finally:
         collector.close()
     if fixed:  # the env's start ignores the seed: these episodes replay the training start (gigpo.train.heldout)
@@ -117,7 +117,7 @@ def evaluate_model(
 
 
 def first_episodes_checked(cfg: Config, collector: Collector, seed: int, episodes: int,
-                           temperature: float) -> tuple[dict, RolloutBatch]:
+                           temperature: float, tokenizer: object) -> tuple[dict, RolloutBatch]:
     """:func:`run_evaluation`, its first episodes collected first: when none of their steps was a valid action the
     evaluation stops there (:func:`gigpo.train.action_check.check_evaluation_start`). The seeds are those of one
     collection (``eval_seeds`` is a prefix-stable sequence), so the numbers are the same as without the check."""
@@ -129,7 +129,7 @@ def first_episodes_checked(cfg: Config, collector: Collector, seed: int, episode
         return run_evaluation(collector, seed, episodes, temperature)
     seeds = eval_seeds(seed, episodes)
     head = collector.collect(seeds[:first], 1, temperature=temperature)
-    check_evaluation_start(cfg, evaluation_summary(head), first, episodes)
+    check_evaluation_start(cfg, evaluation_summary(head), first, episodes, tokenizer)
     batch = merge_batches([head, collector.collect(seeds[first:], 1, temperature=temperature)])
     return evaluation_summary(batch), batch
 
