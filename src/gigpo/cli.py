@@ -110,6 +110,7 @@ def _train_run(args: argparse.Namespace) -> int:
         print(f"run directory: {trainer.run_dir}")
     from gigpo.agent.constrained import ActionEncodingError
     from gigpo.rollout.engine_openai import RemoteEngineError
+    from gigpo.train.action_check import NoValidActions
     from gigpo.train.dynamic_sampling import RunFailed  # loaded with the trainer already: no import cost
 
     try:
@@ -123,7 +124,7 @@ def _train_run(args: argparse.Namespace) -> int:
         print(f"gigpo train: error: {e}; last checkpoint: {done[-1] if done else 'none'} (intact)", file=sys.stderr)
         return 1
     # a full disk during a save (the previous checkpoint is intact), or envs that failed every trajectory
-    except (CheckpointError, RunFailed) as e:
+    except (CheckpointError, RunFailed, NoValidActions) as e:
         print(f"gigpo train: error: {e}", file=sys.stderr)
         return 1
     except ActionEncodingError as e:  # constrained decoding: an action the tokenizer or the budget cannot take
@@ -150,8 +151,8 @@ def _eval(args: argparse.Namespace) -> int:
 
     from gigpo.envs.base import EnvError
     from gigpo.envs.registry import EnvImportError
-    from gigpo.train.config import ConfigError
     from gigpo.train.action_check import NoValidActions
+    from gigpo.train.config import ConfigError
     from gigpo.train.evaluate import evaluate_model, format_table
 
     overrides = list(args.overrides or [])

@@ -4,6 +4,7 @@ which was used, and grouping.metric=observation keeps the text."""
 from __future__ import annotations
 
 import tests.train.elevator_env  # noqa: F401 - registers "elevator-test"
+
 from gigpo.rollout.batch import RolloutBatch
 from gigpo.train.config import load_config
 from gigpo.train.estimate import row_advantages

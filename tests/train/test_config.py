@@ -145,7 +145,7 @@ def test_every_key_has_a_description_and_allowed_values_in_help():
     text = describe()
     for key, tp, _, _ in keys:
         assert f"  {key} = " in text and f"[{allowed_values(tp)}]" in text
-    assert "[mean_std | mean]" in text and "[exact | state_key | ro | indel | minhash]" in text
+    assert "[mean_std | mean]" in text and "[exact | state_key | observation | ro | indel | minhash]" in text
 
 
 def test_unknown_top_level_key_in_a_file_is_an_error(tmp_path):

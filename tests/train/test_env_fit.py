@@ -7,8 +7,8 @@ from __future__ import annotations
 import warnings
 
 import pytest
-
 import tests.train.elevator_env  # noqa: F401 - registers "elevator-test", the reader's own env
+
 from gigpo.envs import register
 from gigpo.envs.base import Env
 from gigpo.train.config import load_config

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from gigpo.train.dynamic_sampling import RunFailed
-
 #: ``gigpo eval`` checks its first this many episodes (the same first seeds for every ``--episodes``)
 EVAL_FIRST_EPISODES = 8
 
 
-class NoValidActions(RunFailed):
-    """No step of the run's start was a valid action (module docstring); the message names the keys to change."""
+class NoValidActions(RuntimeError):
+    """No step of the run's start was a valid action (module docstring); the message names the keys to change.
+    ``gigpo train`` reports it as one line and exits 1, ``gigpo eval`` exits 2."""
 
 
 def advice(cfg: Any) -> str:

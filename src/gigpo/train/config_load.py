@@ -198,11 +198,26 @@ def load_config(path: str | None = None, overrides: list[str] | dict | None = No
     apply_overrides(cfg, cli_flat)
     validate(cfg)
     # an env named without a preset of its own gets the settings its actions need (gigpo.train.env_settings)
-    from gigpo.train.env_settings import fit_to_env
-
     if fit_to_env(cfg, apply_overrides(Config(), dict(file_flat)).env.name, set(cli_flat)):
         validate(cfg)
     return cfg
+
+
+def fit_to_env(cfg: Config, config_env: str, user_keys: set[str]) -> list[str]:
+    """The rule of :mod:`gigpo.train.env_settings`: when ``cfg``'s env is not ``config_env`` (the env of the config
+    file, or of the run it came from), apply the env's settings except ``user_keys``, with one note line; the
+    ``key=value`` pairs changed. The caller validates again when any changed."""
+    from gigpo.train.env_settings import EnvSettingsNote, fitted_settings
+
+    if cfg.env.name == config_env:
+        return []
+    changed = fitted_settings(cfg, user_keys)
+    apply_overrides(cfg, changed)
+    notes = [f"{k}={v}" for k, v in changed.items()]
+    if notes:
+        warnings.warn(f"env {cfg.env.name!r} is not the env of the config ({config_env!r}): {', '.join(notes)} "
+                      "fit its actions (set these keys to choose otherwise)", EnvSettingsNote, stacklevel=3)
+    return notes
 
 
 def config_from_dict(data: dict) -> Config:

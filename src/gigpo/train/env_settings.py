@@ -69,38 +69,19 @@ def settings_for(spec: ActionSpec) -> dict[str, Any]:
     return out
 
 
-def apply_env_settings(cfg: Any, user_keys: set[str]) -> list[str]:
-    """Set :data:`ENV_KEYS` of ``cfg`` from its env's spec, except ``user_keys``; the ``key=value`` changed (for
-    a one-line note). ``cfg`` is changed in place and must be validated again by the caller."""
-    from gigpo.train.config_load import apply_overrides
-
+def fitted_settings(cfg: Any, user_keys: set[str]) -> dict[str, Any]:
+    """``{key: value}`` of :data:`ENV_KEYS` that ``cfg``'s env's spec sets and that differ from ``cfg``, except
+    ``user_keys``; the caller applies them (:func:`gigpo.train.config_load.fit_to_env`)."""
     spec = probe_action_spec(cfg.env.name, dict(cfg.env.options))
     if spec is None:
-        return []
+        return {}
     changed = {}
     for key, value in settings_for(spec).items():
         section, _, field = key.partition(".")
-        if key in user_keys or getattr(getattr(cfg, section), field) == value:
-            continue
-        changed[key] = value
-    apply_overrides(cfg, changed)
-    return [f"{k}={v}" for k, v in changed.items()]
+        if key not in user_keys and getattr(getattr(cfg, section), field) != value:
+            changed[key] = value
+    return changed
 
 
 class EnvSettingsNote(UserWarning):
     """The one-line note of :func:`fit_to_env`: which keys the env's spec set."""
-
-
-def fit_to_env(cfg: Any, config_env: str, user_keys: set[str]) -> list[str]:
-    """The rule of this module: when ``cfg``'s env is not ``config_env`` (the env of the config file or of the
-    run it came from), apply the env's settings except ``user_keys``, with one note; the keys changed."""
-    import warnings
-
-    if cfg.env.name == config_env:
-        return []
-    changed = apply_env_settings(cfg, user_keys)
-    if changed:
-        warnings.warn(f"env {cfg.env.name!r} is not the env of the config ({config_env!r}): "
-                      f"{', '.join(changed)} fit its actions (set these keys to choose otherwise)",
-                      EnvSettingsNote, stacklevel=3)
-    return changed

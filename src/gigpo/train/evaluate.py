@@ -93,7 +93,7 @@ def evaluate_model(
         cfg = load_config(config, None)
     if overrides:
         from gigpo.train.config import parse_cli_overrides
-        from gigpo.train.env_settings import fit_to_env
+        from gigpo.train.config_load import fit_to_env
 
         config_env = cfg.env.name
         flat = parse_cli_overrides(overrides)

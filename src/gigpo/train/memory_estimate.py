@@ -177,15 +177,14 @@ def check_peak_memory(cfg, dims: dict[str, int], prompt_tokens: int, limit: int 
             "math), prompt.max_prompt_tokens or prompt.history_length, or set model.gradient_checkpointing=true")
 
 
-def warn_peak_memory(cfg, model, builder) -> str | None:
-    """At a run's start (model loaded, nothing collected yet): probe the real prompt length with one env and warn,
-    in one line, when the estimated peak exceeds the machine's memory (:func:`check_peak_memory`)."""
+def warn_peak_memory(cfg, model, builder, make_env) -> str | None:
+    """At a run's start (model loaded, nothing collected yet): probe the real prompt length with one env
+    (``make_env()``) and warn, in one line, when the estimated peak exceeds the machine's memory
+    (:func:`check_peak_memory`)."""
     import logging
 
-    from gigpo.train.compose import env_factory
-
     try:
-        tokens = probe_prompt_tokens(cfg, env_factory(cfg), builder)
+        tokens = probe_prompt_tokens(cfg, make_env, builder)
     except Exception:  # noqa: BLE001 - an estimate must never stop a run; the env's own errors come from the rollout
         return None
     msg = check_peak_memory(cfg, model_dims(model), tokens)

@@ -23,7 +23,7 @@ from gigpo.train.action_check import check_training_start
 from gigpo.train.algorithms import needs_reference, spec_of
 from gigpo.train.async_rollout import AsyncRollout
 from gigpo.train.checkpoint import checkpoint_dir, list_checkpoints, restore_rng, save_checkpoint, set_aside
-from gigpo.train.compose import build_collector
+from gigpo.train.compose import build_collector, env_factory
 from gigpo.train.config import Config
 from gigpo.train.data_parallel import DataParallel
 from gigpo.train.dynamic_sampling import collect_shards
@@ -110,7 +110,7 @@ class Trainer:
         self.engine = build_engine(cfg, self.bundle, self.run_dir)
         self.collector = build_collector(cfg, self.engine, self.tok)
         self.eval_collector = build_collector(cfg, self.engine, self.tok, split="test")
-        warn_peak_memory(cfg, self.model, self.collector.prompts)  # the real model at the real prompt length
+        warn_peak_memory(cfg, self.model, self.collector.prompts, env_factory(cfg))  # the real model and prompts
         self.metrics = MetricsLog(self.run_dir)  # trackers (train.loggers, tensorboard too): self.reporting
         if _resume is not None:
             # optimizer and RNG states were read (weights_only / JSON) and verified by plan_resume
