@@ -54,14 +54,20 @@ def no_move_fits(cfg: Any, tokenizer: Any) -> bool:
     from gigpo.envs.registry import make
     from gigpo.train.env_settings import PROBE_SEED, probe_action_spec
 
+    from gigpo.train.env_probe import probe
+
     if cfg.rollout.decoding == "constrained":
         return False
-    env = make(cfg.env.name, **dict(cfg.env.options))
-    try:
-        _, info = env.reset(PROBE_SEED)
-        moves = list((info or {}).get("admissible_actions") or [])
-    finally:
-        env.close()
+
+    def listed() -> list[str]:
+        env = make(cfg.env.name, **dict(cfg.env.options))
+        try:
+            _, info = env.reset(PROBE_SEED)
+            return list((info or {}).get("admissible_actions") or [])
+        finally:
+            env.close()
+
+    moves = probe(listed)[1] or []
     if not moves:
         spec = probe_action_spec(cfg.env.name, dict(cfg.env.options))
         moves = list(spec.examples) if spec is not None else []

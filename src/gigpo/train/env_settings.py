@@ -9,10 +9,10 @@ as ``key=value``. The file's values stay when the file names the env itself (it 
 The spec is the env's :meth:`~gigpo.envs.base.Env.action_spec` after one reset, or, for an env that declares none
 and is not one of gigpo's built-ins (an env of your own, ``--import``-ed or from a plugin), read from that reset:
 ``admissible_actions`` listed → constrained decoding over them. The built-in envs declare none: each has presets
-of its own (``gigpo train --config sokoban``), and their tests and documented figures use those. The budget is the longest
-example move's length in characters plus one (a token of these tokenizers spells at least one character; the
-end token) — an upper bound, so a legal move always fits; constrained decoding stops as soon as a move is
-complete, so a larger budget costs nothing there.
+of its own (``gigpo train --config sokoban``), and their tests and documented figures use those. The budget is
+the longest example move's length in characters plus one (a token of these tokenizers spells at least one
+character; the end token) — an upper bound, so a legal move always fits; constrained decoding stops as soon as a
+move is complete, so a larger budget costs nothing there.
 """
 
 from __future__ import annotations
@@ -31,25 +31,23 @@ def probe_action_spec(name: str, options: dict[str, Any]) -> ActionSpec | None:
     """The :class:`ActionSpec` of env ``name`` built with ``options``, after one reset; None when the env declares
     none and lists no admissible actions, or cannot be built here (its own error comes from the env checks)."""
     from gigpo.envs.registry import make
+    from gigpo.train.env_probe import probe
 
-    try:
+    def spec_after_reset() -> ActionSpec | None:
         env = make(name, **options)
-    except Exception:  # noqa: BLE001 - reported by validate()/preflight with the env's own message
-        return None
-    try:
-        _, info = env.reset(PROBE_SEED)
-        declared = getattr(env, "action_spec", None)
-        spec = declared() if callable(declared) else None
-        if spec is None and not builtin(name) and isinstance(info, dict) and info.get("admissible_actions"):
-            spec = ActionSpec(legal_actions=True, examples=tuple(str(a) for a in info["admissible_actions"]))
-        return spec
-    except Exception:  # noqa: BLE001 - a failing reset is the env checks' to report, not this helper's
-        return None
-    finally:
         try:
+            _, info = env.reset(PROBE_SEED)
+            declared = getattr(env, "action_spec", None)
+            spec = declared() if callable(declared) else None
+            if spec is None and not builtin(name) and isinstance(info, dict) and info.get("admissible_actions"):
+                spec = ActionSpec(legal_actions=True, examples=tuple(str(a) for a in info["admissible_actions"]))
+            return spec
+        finally:
             env.close()
-        except Exception:  # noqa: BLE001
-            pass
+
+    # an env that cannot be built, raises or hangs: no settings here; validate() / preflight / the rollout's env
+    # guard report it with its own message
+    return probe(spec_after_reset)[1]
 
 
 def builtin(name: str) -> bool:

@@ -23,15 +23,21 @@ class SameStartWarning(UserWarning):
 
 
 def same_start(env: Any) -> bool:
-    """Whether ``env`` (built, not yet reset) starts identically from the two :data:`SEEDS`."""
+    """Whether ``env`` (built, not yet reset) starts identically from the two :data:`SEEDS`; False when its reset
+    raises or hangs (:mod:`gigpo.train.env_probe`: the rollout reports such an env)."""
     from gigpo.envs.base import Env
+    from gigpo.train.env_probe import probe
 
-    starts = []
-    for seed in SEEDS:
-        obs, info = env.reset(seed)
-        info = info if isinstance(info, dict) else {}
-        starts.append((str(obs), repr(Env.state_key_of(info, obs)), str(info.get("task", ""))))
-    return starts[0] == starts[1]
+    def starts() -> list[tuple[str, str, str]]:
+        out = []
+        for seed in SEEDS:
+            obs, info = env.reset(seed)
+            info = info if isinstance(info, dict) else {}
+            out.append((str(obs), repr(Env.state_key_of(info, obs)), str(info.get("task", ""))))
+        return out
+
+    ok, pair = probe(starts)
+    return bool(ok) and pair[0] == pair[1]
 
 
 def warn_same_start(env_name: str) -> None:

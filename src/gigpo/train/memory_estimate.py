@@ -183,9 +183,10 @@ def warn_peak_memory(cfg, model, builder, make_env) -> str | None:
     (:func:`check_peak_memory`)."""
     import logging
 
-    try:
-        tokens = probe_prompt_tokens(cfg, make_env, builder)
-    except Exception:  # noqa: BLE001 - an estimate must never stop a run; the env's own errors come from the rollout
+    from gigpo.train.env_probe import probe
+
+    ok, tokens = probe(lambda: probe_prompt_tokens(cfg, make_env, builder))
+    if not ok:  # an estimate never stops or hangs a run: the env's own faults come from the rollout
         return None
     msg = check_peak_memory(cfg, model_dims(model), tokens)
     if msg:
