@@ -52,9 +52,8 @@ def no_move_fits(cfg: Any, tokenizer: Any) -> bool:
     declared examples) fits in ``rollout.max_response_tokens`` of ``tokenizer``'s tokens. False when the env names
     no move (nothing to measure) or decoding is constrained (every sampled move is legal)."""
     from gigpo.envs.registry import make
-    from gigpo.train.env_settings import PROBE_SEED, probe_action_spec
-
     from gigpo.train.env_probe import probe
+    from gigpo.train.env_settings import PROBE_SEED, probe_action_spec
 
     if cfg.rollout.decoding == "constrained":
         return False
