@@ -34,7 +34,7 @@ def test_sweep_import_records_the_module_and_eval_and_resume_find_it(tmp_path):
     runs = sorted(out.glob("cells/*/seed0"))
     assert len(runs) == 2 and all((r / "metrics.jsonl").exists() for r in runs)
     record = json.loads((runs[0] / "environment.json").read_text())[-1]
-    assert record["imports"] == ["elevator"]
+    assert record["imports"] == ["elevator"]  # the module the run's env came from
     assert record["env_packages"]["gymnasium"]  # the adapters' packages that are installed, with versions
     # eval of the run without --import: the recorded module is imported
     ok = _gigpo(work, "eval", "--checkpoint", str(runs[0]), "--episodes", "2")

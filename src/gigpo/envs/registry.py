@@ -190,6 +190,7 @@ def import_env_modules(names: list[str]) -> None:
         _ensure_builtins()
     for name in names:
         before = dict(_REGISTRY)
+        estimators_before = _estimators()
         try:
             _import_watched(name)
         except EnvImportError:
@@ -206,17 +207,26 @@ def import_env_modules(names: list[str]) -> None:
         for env_name in sorted(k for k in before if _REGISTRY.get(k) is not before[k]):
             log.warning("--import %s: env %r replaces the one registered before (%s)", name, env_name,
                         before[env_name].description or before[env_name].entry_point)
-        if name not in _IMPORTED:
-            _IMPORTED.append(name)
+        if name not in _IMPORTED:  # what it registered: a run records the modules its env / estimator came from
+            _IMPORTED[name] = ({k for k in _REGISTRY if before.get(k) is not _REGISTRY[k]}
+                               | {f"estimator:{e}" for e in _estimators() - estimators_before})
 
 
-#: the ``--import`` modules of this process, in order (a run directory records them: resume and eval import them)
-_IMPORTED: list[str] = []
+#: ``--import`` module -> the env names (and ``estimator:NAME``) it registered when first imported, in import order
+_IMPORTED: dict[str, set[str]] = {}
 
 
-def imported_modules() -> list[str]:
-    """The modules :func:`import_env_modules` imported in this process, in order."""
-    return list(_IMPORTED)
+def _estimators() -> set[str]:
+    """Names of the registered estimators, without importing the estimator registry (an env-only run needs none)."""
+    algo = sys.modules.get("gigpo.algo.registry")
+    return set(algo.registered()) if algo is not None else set()
+
+
+def imports_for(env_name: str, algorithm: str = "") -> list[str]:
+    """The ``--import`` modules of this process that registered ``env_name`` or the estimator ``algorithm``: what
+    a run of them needs imported again to resume or be evaluated (recorded in its environment.json)."""
+    wanted = {env_name, f"estimator:{algorithm}"}
+    return [m for m, names in _IMPORTED.items() if names & wanted]
 
 
 def _load_entry_points() -> None:

@@ -7,10 +7,10 @@ stops after ``train.stop_without_valid_actions`` such iterations at its start, a
 has made one valid move at its start is never stopped by this (a policy may still learn to be invalid later; that
 is the health alerts' business).
 
-An evaluation is greedy, and an untrained model's greedy move may well be invalid every time although a valid one
-fits (``gigpo eval --model tiny --env gridgoal``, the README's untrained baseline: 0.00 valid, a true baseline). So
-the evaluation stops only when the settings are the cause: free decoding with a response budget shorter, in the
-model's own tokens, than the env's shortest move (:func:`no_move_fits`).
+A model may well make no valid move for a while although one fits (an untrained model's greedy move: ``gigpo eval
+--model tiny --env gridgoal``, the README's baseline, is 0.00 valid, a true baseline). So both stop only when the
+settings are the cause: free decoding with a response budget shorter, in the model's own tokens, than the env's
+shortest move (:func:`no_move_fits`), which the keys named fix.
 """
 
 from __future__ import annotations
@@ -76,14 +76,15 @@ def no_move_fits(cfg: Any, tokenizer: Any) -> bool:
     return shortest > int(cfg.rollout.max_response_tokens)
 
 
-def check_training_start(cfg: Any, it: int, rec: dict, history: list[float]) -> None:
+def check_training_start(cfg: Any, it: int, rec: dict, history: list[float], tokenizer: Any) -> None:
     """Raise :class:`NoValidActions` when iterations 1..K (K = ``train.stop_without_valid_actions``) all had a
-    valid-action rate of 0; ``history`` keeps the rates seen so far (the caller's list)."""
+    valid-action rate of 0 and no move fits the response budget (:func:`no_move_fits`: a key change is known to
+    help); ``history`` keeps the rates seen so far (the caller's list)."""
     k = int(cfg.train.stop_without_valid_actions)
     if not k or it > k or "rollout/valid_action_rate" not in rec:
         return
     history.append(float(rec["rollout/valid_action_rate"]))
-    if len(history) >= k and max(history[:k]) == 0.0:
+    if len(history) == k and max(history) == 0.0 and no_move_fits(cfg, tokenizer):
         raise NoValidActions(
             f"no valid action in the first {k} iterations (rollout/valid_action_rate 0.00): the responses never "
             f"form a move env {cfg.env.name!r} accepts; set {advice(cfg)} (train.stop_without_valid_actions=0 "

@@ -246,7 +246,7 @@ class TrainConfig:
         "a fresh run into a directory that holds checkpoints or metrics: false refuses, true clears it first")
     stop_without_valid_actions: int = key(
         3, "K >= 0: stop (one line naming the keys to change) when the first K iterations, or gigpo eval's first 8 "
-        "episodes, made no valid action; 0 = never")
+        "episodes, made no valid action and no move of the env fits the response budget; 0 = never")
     max_failed_iterations: int = key(
         3, "stop (exit 1) after this many consecutive iterations in which every trajectory failed (>= 1)")
     parallel: Literal["auto", "none", "ddp", "fsdp"] = key(

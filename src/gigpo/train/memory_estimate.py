@@ -185,6 +185,8 @@ def warn_peak_memory(cfg, model, builder, make_env) -> str | None:
 
     from gigpo.train.env_probe import probe
 
+    if check_peak_memory(cfg, model_dims(model), int(cfg.prompt.max_prompt_tokens)) is None:
+        return None  # it fits even at the prompt cap: no env episode needs to be probed
     ok, tokens = probe(lambda: probe_prompt_tokens(cfg, make_env, builder))
     if not ok:  # an estimate never stops or hangs a run: the env's own faults come from the rollout
         return None

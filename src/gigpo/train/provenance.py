@@ -55,7 +55,7 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def run_environment(device: str = "cpu") -> dict[str, Any]:
+def run_environment(device: str = "cpu", imports: list[str] | None = None) -> dict[str, Any]:
     """The record of this process: versions, the instruction set PyTorch's CPU kernels use, the device."""
     import torch
 
@@ -75,9 +75,7 @@ def run_environment(device: str = "cpu") -> dict[str, Any]:
     }
     record.update({p: _version(p) for p in _PACKAGES})
     record["env_packages"] = {p: v for p in ENV_PACKAGES if (v := _version(p)) is not None}
-    from gigpo.envs.registry import imported_modules
-
-    record["imports"] = imported_modules()  # the --import modules the run's env (or estimator) needs
+    record["imports"] = list(imports or [])  # the --import modules the run's env (or estimator) came from
     return record
 
 
@@ -109,12 +107,14 @@ def numeric_differences(old: dict[str, Any], new: dict[str, Any]) -> dict[str, t
     return {k: (old.get(k), new.get(k)) for k in NUMERIC_KEYS if old.get(k) != new.get(k)}
 
 
-def record_start(run_dir: str | Path, iteration: int, device: str = "cpu") -> dict[str, tuple[Any, Any]]:
-    """Append this start's record (``iteration`` = where it starts) and return how its numerics differ from the
-    previous start's (empty for a fresh run or the same machine); a difference is logged as a warning."""
+def record_start(run_dir: str | Path, iteration: int, device: str = "cpu",
+                 imports: list[str] | None = None) -> dict[str, tuple[Any, Any]]:
+    """Append this start's record (``iteration`` = where it starts; ``imports``: the run's ``--import`` modules)
+    and return how its numerics differ from the previous start's (empty for a fresh run or the same machine); a
+    difference is logged as a warning."""
     path = Path(run_dir) / ENVIRONMENT_FILE
     history = read_environment(run_dir) if iteration > 0 else []
-    record = {"start_iteration": int(iteration), **run_environment(device)}
+    record = {"start_iteration": int(iteration), **run_environment(device, imports)}
     changed = numeric_differences(history[-1], record) if history else {}
     if changed:
         log.warning(

@@ -150,7 +150,9 @@ def write_run_records(run_dir: Path, cfg: Config, start_iteration: int, device: 
     # overwrite cleared the directory once; a copy of this file used as --config must not clear it again
     saved["train"]["overwrite"] = False
     (run_dir / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
-    record_start(run_dir, start_iteration, device)
+    from gigpo.envs.registry import imports_for
+
+    record_start(run_dir, start_iteration, device, imports_for(cfg.env.name, cfg.algorithm.name))
 
 
 # -------------------------------------------------------------------------------------------------------- resume

@@ -174,7 +174,7 @@ class Trainer:
                 if main:
                     self.metrics.write(last)
                     self.reporting.record(last)
-                check_training_start(self.cfg, it, last, start_valid)  # a run that cannot act stops (recorded)
+                check_training_start(self.cfg, it, last, start_valid, self.tok)  # a run that cannot act stops
                 if (t.checkpoint_every and it % t.checkpoint_every == 0) or it == t.iterations:
                     self.save(it)
                 if bar is not None:
