@@ -208,25 +208,29 @@ def import_env_modules(names: list[str]) -> None:
             log.warning("--import %s: env %r replaces the one registered before (%s)", name, env_name,
                         before[env_name].description or before[env_name].entry_point)
         if name not in _IMPORTED:  # what it registered: a run records the modules its env / estimator came from
-            _IMPORTED[name] = ({k for k in _REGISTRY if before.get(k) is not _REGISTRY[k]}
-                               | {f"estimator:{e}" for e in _estimators() - estimators_before})
+            estimators = _estimators()
+            _IMPORTED[name] = ({k: v for k, v in _REGISTRY.items() if before.get(k) is not v},
+                               {k: v for k, v in estimators.items() if estimators_before.get(k) is not v})
 
 
-#: ``--import`` module -> the env names (and ``estimator:NAME``) it registered when first imported, in import order
-_IMPORTED: dict[str, set[str]] = {}
+#: ``--import`` module -> (the env specs, the estimators) it registered when first imported, in import order
+_IMPORTED: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
 
 
-def _estimators() -> set[str]:
-    """Names of the registered estimators, without importing the estimator registry (an env-only run needs none)."""
+def _estimators() -> dict[str, Any]:
+    """The registered estimators, without importing the estimator registry (an env-only run needs none)."""
     algo = sys.modules.get("gigpo.algo.registry")
-    return set(algo.registered()) if algo is not None else set()
+    return dict(algo.registered()) if algo is not None else {}
 
 
 def imports_for(env_name: str, algorithm: str = "") -> list[str]:
-    """The ``--import`` modules of this process that registered ``env_name`` or the estimator ``algorithm``: what
-    a run of them needs imported again to resume or be evaluated (recorded in its environment.json)."""
-    wanted = {env_name, f"estimator:{algorithm}"}
-    return [m for m, names in _IMPORTED.items() if names & wanted]
+    """The ``--import`` modules of this process whose registration of ``env_name`` (or of the estimator
+    ``algorithm``) is the one in force: what a run of them needs imported again to resume or be evaluated
+    (recorded in its environment.json). A registration replaced since (a notebook, the tests) does not count."""
+    estimators = _estimators()
+    return [m for m, (envs, ests) in _IMPORTED.items()
+            if (env_name in envs and _REGISTRY.get(env_name) is envs[env_name])
+            or (algorithm in ests and estimators.get(algorithm) is ests[algorithm])]
 
 
 def _load_entry_points() -> None:
