@@ -26,6 +26,21 @@ def _import_env_modules(args: argparse.Namespace) -> None:
     import_env_modules(getattr(args, "imports", None) or [])
 
 
+def _import_recorded(path: str, args: argparse.Namespace) -> None:
+    """The ``--import`` modules a run recorded (its environment.json), imported before its config is read, so
+    ``--resume RUN`` and ``eval --checkpoint RUN`` find its env; one that cannot be imported is one error naming
+    it and the run."""
+    from gigpo.envs.registry import EnvImportError, import_env_modules
+    from gigpo.train.provenance import recorded_imports
+
+    recorded = recorded_imports(path)
+    try:
+        import_env_modules([n for n in recorded if n not in (getattr(args, "imports", None) or [])])
+    except EnvImportError as err:
+        raise EnvImportError(f"{err} (run {path} was trained with --import {' --import '.join(recorded)}: run "
+                             "this where that module is importable, e.g. its directory)") from None
+
+
 def _train(args: argparse.Namespace) -> int:
     try:
         return _train_run(args)
@@ -51,6 +66,7 @@ def _train_run(args: argparse.Namespace) -> int:
             if args.config:  # the run's own config.yaml is the config of a resume; a second one would be ignored
                 raise ConfigError("--config cannot be combined with --resume (a resume uses RUN_DIR/config.yaml; "
                                   "change keys with key=value)")
+            _import_recorded(args.resume, args)
             plan = plan_resume(args.resume, parse_cli_overrides(args.overrides) if args.overrides else None,
                                allow_config_change=getattr(args, "allow_config_change", False))
             from gigpo.train import distributed
@@ -58,7 +74,7 @@ def _train_run(args: argparse.Namespace) -> int:
             from gigpo.train.rundir import install_sigterm_as_interrupt
             from gigpo.train.trainer import Trainer
 
-            preflight(plan.cfg, str(plan.checkpoint / "model"))  # the resumed env/device, before the model loads
+            same_start = preflight(plan.cfg, str(plan.checkpoint / "model"))  # the resumed env/device, before the model
             distributed.init(plan.cfg)  # under torchrun: join the job's process group
             trainer = Trainer.from_plan(plan)
             print(f"resuming {plan.checkpoint} (iteration {plan.iteration} of {plan.cfg.train.iterations})")
@@ -77,7 +93,7 @@ def _train_run(args: argparse.Namespace) -> int:
             from gigpo.train.rundir import install_sigterm_as_interrupt
             from gigpo.train.trainer import Trainer
 
-            preflight(cfg)  # a missing dataset, a bad env option or device: one error, before the model loads
+            same_start = preflight(cfg)  # a missing dataset, bad env option or device: one error, before the model
             distributed.init(cfg)  # under torchrun: join the job's process group
             trainer = Trainer(cfg)
     except NothingToDo as e:  # a finished run is not an error: scripts may resume idempotently
@@ -95,6 +111,7 @@ def _train_run(args: argparse.Namespace) -> int:
     from gigpo.agent.constrained import ActionEncodingError
     from gigpo.envs.restore import ReplayDivergence
     from gigpo.rollout.engine_openai import RemoteEngineError
+    from gigpo.train.action_check import NoValidActions
     from gigpo.train.dynamic_sampling import RunFailed  # loaded with the trainer already: no import cost
 
     try:
@@ -110,7 +127,7 @@ def _train_run(args: argparse.Namespace) -> int:
         print(f"gigpo train: error: {e}; last checkpoint: {done[-1] if done else 'none'} (intact)", file=sys.stderr)
         return 1
     # a full disk during a save (the previous checkpoint is intact), or envs that failed every trajectory
-    except (CheckpointError, RunFailed) as e:
+    except (CheckpointError, RunFailed, NoValidActions) as e:
         print(f"gigpo train: error: {e}", file=sys.stderr)
         return 1
     except ActionEncodingError as e:  # constrained decoding: an action the tokenizer or the budget cannot take
@@ -125,7 +142,10 @@ def _train_run(args: argparse.Namespace) -> int:
     if not trainer.dist.is_main:
         return 0
     keys = [k for k in ("rollout/success_rate", "eval/success_rate", "eval/score") if k in last]
-    print("done. " + ", ".join(f"{k}={last[k]:.3f}" for k in keys) + f"  ({trainer.run_dir})")
+    from gigpo.train.heldout import SAME_START
+
+    held = f" [eval: {SAME_START}]" if same_start and any(k.startswith("eval/") for k in keys) else ""
+    print("done. " + ", ".join(f"{k}={last[k]:.3f}" for k in keys) + f"{held}  ({trainer.run_dir})")
     return 0
 
 
@@ -134,6 +154,7 @@ def _eval(args: argparse.Namespace) -> int:
 
     from gigpo.envs.base import EnvError
     from gigpo.envs.registry import EnvImportError
+    from gigpo.train.action_check import NoValidActions
     from gigpo.train.config import ConfigError
     from gigpo.train.evaluate import evaluate_model, format_table
 
@@ -145,11 +166,13 @@ def _eval(args: argparse.Namespace) -> int:
         return 2
     try:
         _import_env_modules(args)
+        if args.checkpoint:
+            _import_recorded(args.checkpoint, args)
         summary, batch = evaluate_model(
             args.checkpoint, model=args.model, config=args.config, overrides=overrides, episodes=args.episodes,
             temperature=args.temperature, seed=args.seed,
         )
-    except (ConfigError, FileNotFoundError, ValueError, EnvError, EnvImportError) as e:
+    except (ConfigError, FileNotFoundError, ValueError, EnvError, EnvImportError, NoValidActions) as e:
         return _error("eval", e)
     print(format_table(summary))
     if args.output:
@@ -178,8 +201,9 @@ def _envs(args: argparse.Namespace) -> int:
             print(f"{name:16s} {spec.description}")
     print("\nadapters (env=PREFIX:ID; docs/envs/adapters.md):")
     for prefix, fam in prefixes.items():
-        print(f"{prefix + ':ID':16s} {fam.description}; needs {fam.package} (pip install 'gigpo[{fam.extra}]'), "
-              f"e.g. env={fam.example}")
+        needs = (f"needs {fam.package} (pip install 'gigpo[{fam.extra}]')" if fam.extra
+                 else f"uses {fam.package} (a core dependency: installed with gigpo)")
+        print(f"{prefix + ':ID':16s} {fam.description}; {needs}, e.g. env={fam.example}")
     return 0
 
 
@@ -255,7 +279,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--env", help="env name (default: the run's env)")
     e.add_argument("--episodes", type=int, default=64)
     e.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
-    e.add_argument("--seed", type=int, default=None, help="seed of the held-out set (default: the run's)")
+    e.add_argument("--seed", type=int, default=None,
+                   help="seed of the held-out set (default: the run's train.seed). A random-init --model (tiny) "
+                        "takes its weights from train.seed: `--seed S train.seed=S` reproduces the untrained "
+                        "baseline (iteration 0) of a run with train.seed=S")
     e.add_argument("--output", help="write the summary and per-trajectory results (with every step) as JSON")
     e.add_argument("overrides", nargs="*", metavar="key=value")
     e.set_defaults(func=_eval)

@@ -56,6 +56,7 @@ def engine():
     return True
 
 
+@pytest.mark.peers("textworld", "fast_downward", "alfworld")
 def test_every_task_type_is_won_by_its_walkthrough_through_the_engine(engine):
     env = AlfWorldGenEnv(split="test", heldout_games=6)
     seen = set()
@@ -75,6 +76,7 @@ def test_every_task_type_is_won_by_its_walkthrough_through_the_engine(engine):
     assert len(seen) == 6
 
 
+@pytest.mark.peers("textworld", "fast_downward", "alfworld")
 def test_same_seed_same_start_and_invalid_commands_change_nothing(engine):
     a, b = AlfWorldGenEnv(train_games=50), AlfWorldGenEnv(train_games=50)
     obs_a, info_a = a.reset(17)
@@ -90,6 +92,7 @@ def test_same_seed_same_start_and_invalid_commands_change_nothing(engine):
     assert a.reset(17)[0] == obs_a  # the cached game restarts from its initial state
 
 
+@pytest.mark.peers("textworld", "fast_downward", "alfworld")
 def test_step_cap_counts_every_step_and_oracle_recovers_off_walkthrough(engine):
     env = AlfWorldGenEnv(split="test", heldout_games=6, max_steps=3)
     env.reset(0)

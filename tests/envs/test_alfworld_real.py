@@ -44,6 +44,7 @@ def data_dir(tmp_path_factory):
     return root
 
 
+@pytest.mark.peers("textworld", "fast_downward", "alfworld")
 def test_games_listed_sorted_solvable_and_typed(data_dir):
     games = list_games(str(data_dir / "json_2.1.1" / "valid_seen"), ("Pick", "Look", "Clean", "Heat", "Cool", "Pick2"))
     assert [t for _, t in games] == ["look_at_obj_in_light", "pick_and_place_simple", "pick_cool_then_place_in_recep"]
@@ -51,6 +52,7 @@ def test_games_listed_sorted_solvable_and_typed(data_dir):
     assert len(list_games(str(data_dir / "json_2.1.1" / "valid_seen"), ("Cool",))) == 1
 
 
+@pytest.mark.peers("textworld", "fast_downward", "alfworld")
 def test_real_layout_plays_with_alfworld_names_and_wins(data_dir, monkeypatch):
     monkeypatch.setenv(DATA_ENV, str(data_dir))
     env = AlfWorldEnv(split="valid_seen", task_types=["Look", "Cool"])

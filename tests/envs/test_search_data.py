@@ -124,6 +124,7 @@ def test_load_jsonl_and_filter_sources(tmp_path: Path) -> None:
         load_questions(path)
 
 
+@pytest.mark.peers("pyarrow")
 def test_load_parquet_search_r1_layout(tmp_path: Path) -> None:
     pa = pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq

@@ -91,6 +91,7 @@ def test_inline_and_process_workers_collect_identical_trajectories():
     assert any(t[2] > 1 for t in inline[0][0])  # multi-step episodes: the comparison covers whole trajectories
 
 
+@pytest.mark.peers("ray")
 def test_ray_workers_match_inline_and_survive_death_and_hangs():
     ray = pytest.importorskip("ray")
     # the test module is not importable in Ray's workers: ship its classes by value

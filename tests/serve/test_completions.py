@@ -108,6 +108,7 @@ def test_reload_weights_changes_what_is_served_and_its_version(served, tmp_path)
         assert json.loads(r.read())["version"] == 0
 
 
+@pytest.mark.peers("openai")
 def test_streaming_with_the_openai_client(served):
     openai = pytest.importorskip("openai")
     srv, bundle = served

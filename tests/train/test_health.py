@@ -21,9 +21,19 @@ def recs(success, entropy=None, zero_adv=()):
 
 def test_a_collapse_after_a_solve_is_one_alert_per_solve():
     s = [0.2, 0.6, 0.95, 0.9, 0.7, 0.4, 0.3, 0.95, 0.5]
-    alerts = replay(recs(s), HealthThresholds(collapse_window=10))
+    alerts = replay(recs(s), HealthThresholds(collapse_window=10, collapse_sustain=1))
     assert [(a.kind, a.iteration) for a in alerts] == [("collapse", 6), ("collapse", 9)]
     assert "0.90 (iteration 4) to 0.40" in alerts[0].message
+
+
+def test_a_dip_shorter_than_the_sustain_is_silent_and_a_lasting_fall_is_one_alert():
+    # the case: a one-iteration dip that recovered in 4 (back to >= high)
+    dip = [0.95, 0.95, 0.3, 0.6, 0.8, 0.85, 0.95, 0.95]
+    assert replay(recs(dip), HealthThresholds(collapse_window=10)) == []
+    fall = [0.95, 0.95, 0.3, 0.6, 0.8, 0.85, 0.7, 0.5]  # never back to 0.9: a collapse, raised at 3 + 5 - 1
+    alerts = replay(recs(fall), HealthThresholds(collapse_window=10))
+    assert [(a.kind, a.iteration) for a in alerts] == [("collapse", 7)]
+    assert "to 0.30 (iteration 3) and stayed below 0.9 for 5" in alerts[0].message
 
 
 def test_a_fall_outside_the_window_or_a_disabled_check_is_silent():

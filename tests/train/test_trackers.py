@@ -43,6 +43,7 @@ def success_by_iteration(run: Path) -> dict[int, float]:
             if "rollout/success_rate" in r}
 
 
+@pytest.mark.peers("mlflow")
 def test_mlflow_client_reads_back_config_metrics_samples_alerts_and_curves(tracked_run):
     pytest.importorskip("mlflow", reason="needs the [mlflow] extra")
     import os
@@ -90,6 +91,7 @@ def wandb_records(path: Path):
             yield rec
 
 
+@pytest.mark.peers("wandb")
 def test_wandb_offline_run_file_holds_config_every_metric_tables_and_alerts(tracked_run):
     pytest.importorskip("wandb", reason="needs the [wandb] extra")
     ids = json.loads((tracked_run / "trackers.json").read_text())
@@ -116,6 +118,7 @@ def test_wandb_offline_run_file_holds_config_every_metric_tables_and_alerts(trac
     assert table["columns"][:4] == ["iteration", "group", "traj", "t"] and table["data"]
 
 
+@pytest.mark.peers("tensorboard")
 def test_tensorboard_events_hold_every_metric(tracked_run):
     pytest.importorskip("tensorboard", reason="needs tensorboard (pip install tensorboard)")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -145,6 +148,7 @@ def test_a_tracker_that_is_not_installed_is_one_line_naming_the_extra(monkeypatc
     assert not (tmp_path / "r").exists()  # refused before the run directory or the model
 
 
+@pytest.mark.peers("mlflow")
 def test_a_resume_continues_the_same_mlflow_run(tmp_path, monkeypatch):
     pytest.importorskip("mlflow", reason="needs the [mlflow] extra")
     from mlflow.tracking import MlflowClient

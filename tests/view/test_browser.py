@@ -12,7 +12,8 @@ import pytest
 from gigpo.cli import main as cli_main
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (Debian: apt-get install chromium)")
+pytestmark = [pytest.mark.peers("chromium"),
+              pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (Debian: apt-get install chromium)")]
 
 
 def chromium(*args: str, timeout: int = 90) -> str:
@@ -51,6 +52,15 @@ def test_chromium_renders_curves_trajectories_and_a_step_group(runs, tmp_path):
     members = sum(s["sg"] == sg for s in steps)
     assert f"step group {sg}" in panel.group(1) and f"{members} steps from" in panel.group(1)
     assert dom.count('class="step hl"') == members  # its members highlighted in the trajectories
+
+
+def test_without_a_run_in_the_link_the_report_opens_on_the_run_with_step_credit(runs, tmp_path):
+    out = tmp_path / "report.html"
+    assert cli_main(["view", str(runs["grpo"]), str(runs["gigpo"]), "--out", str(out)]) == 0
+    dom = chromium("--virtual-time-budget=5000", "--dump-dom", out.as_uri())
+    assert 'data-rendered="1"' in dom and 'id="samples" data-run="1"' in dom  # the GiGPO run, listed second
+    # gridgoal's score is float(won): held-out success and score are one line, labelled with both
+    assert "gigpo success_rate = score" in dom
 
 
 def test_screenshot_of_the_report(runs, tmp_path):

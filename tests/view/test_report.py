@@ -46,6 +46,8 @@ def test_two_runs_overlay_and_list_their_config_differences(runs):
     assert "train.run_dir" not in diff
     grpo_step = data["runs"][1]["samples"]["3"]["trajectories"][0]["steps"][0]
     assert grpo_step["A_S"] is None and grpo_step["sg"] is None  # GRPO has no step term
+    # `gigpo view GRPO GIGPO` opens on the run with step credit (view.js reads this flag)
+    assert [r["step_credit"] for r in data["runs"]] == [True, False]
 
 
 def test_a_run_still_writing_renders_what_is_complete(run_copy):

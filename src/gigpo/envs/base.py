@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Hashable
+from dataclasses import dataclass
 from typing import Any, TypedDict
 
 
@@ -27,6 +28,21 @@ class StepInfo(TypedDict, total=False):
     action_valid: bool
     score: float
     truncated: bool
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """What an env's actions need, declared by the env (:meth:`Env.action_spec`) so that a run naming the env
+    without a preset of its own gets settings that fit it (:mod:`gigpo.train.env_settings`).
+
+    ``legal_actions``: ``info["admissible_actions"]`` lists every legal move at every step, so constrained
+    decoding can be used. ``examples``: well-formed moves; the longest sets the response budget (a move of n
+    characters takes at most n tokens, plus the end token). ``format_hint``: the response format in the env's own
+    words (e.g. TextArena's ``'[col 4]'``), shown in the env's instructions."""
+
+    legal_actions: bool
+    examples: tuple[str, ...] = ()
+    format_hint: str = ""
 
 
 class EnvError(RuntimeError):
@@ -84,6 +100,11 @@ class Env(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (processes, files). Default: nothing."""
+
+    def action_spec(self) -> ActionSpec | None:
+        """What this env's actions need (:class:`ActionSpec`), called after a ``reset``; None (the default): the
+        trainer reads it from the reset's ``admissible_actions`` (a listed env gets constrained decoding)."""
+        return None
 
     @staticmethod
     def state_key_of(info: dict[str, Any], observation: str) -> Hashable:

@@ -63,7 +63,8 @@ class PrefixSpec:
 
     ``resolve(id)`` (``"module:function"``, imported only when such an env is asked for) checks the id against
     the package and returns ``(entry_point, defaults)`` of the env (a ValueError naming close matches when the
-    id is unknown); ``package`` is the import the adapter needs, ``extra`` the pip extra that installs it."""
+    id is unknown); ``package`` is the import the adapter needs, ``extra`` the pip extra that installs it
+    (empty: the package is a core dependency of gigpo)."""
 
     prefix: str
     resolve: str
@@ -74,6 +75,11 @@ class PrefixSpec:
 
 
 _PREFIXES: dict[str, PrefixSpec] = {}
+
+
+def install_hint(spec: PrefixSpec) -> str:
+    """``pip install 'gigpo[EXTRA]'``, or ``pip install PACKAGE`` for a core dependency (no extra)."""
+    return f"pip install 'gigpo[{spec.extra}]'" if spec.extra else f"pip install {spec.package}"
 
 
 def register_prefix(prefix: str, resolve: str, description: str, *, package: str, extra: str,
@@ -99,7 +105,7 @@ def _resolve_prefixed(name: str) -> EnvSpec | None:
     import importlib.util
 
     if importlib.util.find_spec(spec.package.split(".")[0]) is None:
-        raise ValueError(f"env {name!r} needs the {spec.package!r} package: pip install 'gigpo[{spec.extra}]'")
+        raise ValueError(f"env {name!r} needs the {spec.package!r} package: {install_hint(spec)}")
     module_name, _, attr = spec.resolve.partition(":")
     entry_point, defaults = getattr(importlib.import_module(module_name), attr)(ident)
     register(name, entry_point, f"{spec.description} ({ident})", **defaults)
@@ -206,6 +212,7 @@ def import_env_modules(names: list[str]) -> None:
     for given in names:
         name = _module_of(given)
         before = dict(_REGISTRY)
+        estimators_before = _estimators()
         try:
             _import_watched(name)
         except EnvImportError:
@@ -223,6 +230,30 @@ def import_env_modules(names: list[str]) -> None:
         for env_name in sorted(k for k in before if _REGISTRY.get(k) is not before[k]):
             log.warning("--import %s: env %r replaces the one registered before (%s)", name, env_name,
                         before[env_name].description or before[env_name].entry_point)
+        if name not in _IMPORTED:  # what it registered: a run records the modules its env / estimator came from
+            estimators = _estimators()
+            _IMPORTED[name] = ({k: v for k, v in _REGISTRY.items() if before.get(k) is not v},
+                               {k: v for k, v in estimators.items() if estimators_before.get(k) is not v})
+
+
+#: ``--import`` module -> (the env specs, the estimators) it registered when first imported, in import order
+_IMPORTED: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+
+
+def _estimators() -> dict[str, Any]:
+    """The registered estimators, without importing the estimator registry (an env-only run needs none)."""
+    algo = sys.modules.get("gigpo.algo.registry")
+    return dict(algo.registered()) if algo is not None else {}
+
+
+def imports_for(env_name: str, algorithm: str = "") -> list[str]:
+    """The ``--import`` modules of this process whose registration of ``env_name`` (or of the estimator
+    ``algorithm``) is the one in force: what a run of them needs imported again to resume or be evaluated
+    (recorded in its environment.json). A registration replaced since (a notebook, the tests) does not count."""
+    estimators = _estimators()
+    return [m for m, (envs, ests) in _IMPORTED.items()
+            if (env_name in envs and _REGISTRY.get(env_name) is envs[env_name])
+            or (algorithm in ests and estimators.get(algorithm) is ests[algorithm])]
 
 
 def _load_entry_points() -> None:

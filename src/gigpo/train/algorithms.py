@@ -188,8 +188,8 @@ def check_algorithm(cfg: Any, check: Callable[[bool, str], None]) -> None:
           f"algorithm.compat=verl-agent reproduces {', '.join(VERL_AGENT_REPLACES)} (and their +step, dapo, gspo "
           f"variants), not {a.name!r}")
     if est.exact_anchors:
-        check(cfg.grouping.metric in ("exact", "state_key"),
-              f"algorithm={a.name} groups by exact anchors: grouping.metric must be exact or state_key")
+        check(cfg.grouping.metric in ("exact", "state_key", "observation"),
+              f"algorithm={a.name} groups by exact anchors: grouping.metric must be exact, observation or state_key")
     if r.dapo.dynamic_sampling:
         check(r.group_size >= 2, "rollout.dapo.dynamic_sampling needs rollout.group_size >= 2 "
                                  "(a group of one always has equal returns and would always be dropped)")

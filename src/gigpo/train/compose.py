@@ -16,7 +16,7 @@ from gigpo.envs.guard import registered_factory
 from gigpo.envs.registry import get_spec
 from gigpo.rollout import Collector
 from gigpo.rollout.branching import BranchSpec
-from gigpo.train import rng_streams
+from gigpo.train import heldout, rng_streams
 from gigpo.train.config import Config, ConfigError, env_option_error
 from gigpo.train.config_bounds import check_token_caps, context_from_dir
 
@@ -47,9 +47,10 @@ def env_factory(cfg: Config, split: str | None = None):
     return registered_factory(cfg.env.name, **options)
 
 
-def probe_env(cfg: Config) -> None:
+def probe_env(cfg: Config) -> bool:
     """Build (and close) one env of ``cfg`` so that a missing data file or a bad option fails before any model
     loads. Envs share their heavy data per process (catalogs, corpora), so the real run reuses what this loads.
+    Returns whether the env starts the same for every seed (:mod:`gigpo.train.heldout`, one warning then).
 
     The constructor's TypeError/ValueError (``env.size=0``) becomes a ConfigError naming the ``env.*`` keys.
     With ``rollout.decoding=constrained`` the env is also reset once: it must list ``admissible_actions`` in its
@@ -86,8 +87,12 @@ def probe_env(cfg: Config) -> None:
             if not (isinstance(info, dict) and info.get("admissible_actions")):
                 raise ConfigError(f"rollout.decoding=constrained: env {cfg.env.name!r} lists no admissible actions "
                                   "(info['admissible_actions'] at reset); use rollout.decoding=free")
+        fixed = heldout.same_start(env)
     finally:
         env.close()
+    if fixed:
+        heldout.warn_same_start(cfg.env.name)
+    return fixed
 
 
 def branch_spec(cfg: Config) -> BranchSpec | None:
@@ -146,15 +151,17 @@ def check_model_options(cfg: Config, model_name: str | None = None) -> None:
         check_token_caps(cfg, context_from_dir(source), model_name or m.name)
 
 
-def preflight(cfg: Config, model_name: str | None = None) -> None:
+def preflight(cfg: Config, model_name: str | None = None) -> bool:
     """Everything that can be checked before a model loads or a run directory is made: one env is built and
-    the model options are checked (the config itself was validated when loaded)."""
-    probe_env(cfg)
+    the model options are checked (the config itself was validated when loaded). Returns :func:`probe_env`'s
+    answer: whether held-out episodes start as the training ones do."""
+    fixed = probe_env(cfg)
     check_model_options(cfg, model_name)
     if cfg.rollout.engine == "openai":  # an unreachable server: one error now, not a failure at the first rollout
         from gigpo.train.remote import check_engine_urls
 
         check_engine_urls(cfg)
+    return fixed
 
 
 def build_collector(cfg: Config, engine: Any, tokenizer: Any, split: str | None = None,

@@ -117,12 +117,13 @@ def validate(cfg: Config) -> None:
     _check(a.compat in (None, "verl-agent"), "algorithm.compat must be null or 'verl-agent'")
     _check(a.compat is None or a.std_ddof == 1,
            "algorithm.compat=verl-agent reproduces torch.std (ddof 1); it cannot be combined with algorithm.std_ddof=0")
-    _check(a.compat is None or cfg.grouping.metric in ("exact", "state_key", "ro"),
+    _check(a.compat is None or cfg.grouping.metric in ("exact", "state_key", "observation", "ro"),
            "algorithm.compat=verl-agent groups by exact anchors or Ratcliff-Obershelp (grouping.metric=ro) only")
     _check(0 < cfg.grouping.threshold <= 1, "grouping.threshold must be in (0, 1]")
     _check(cfg.grouping.history >= 0, "grouping.history must be >= 0 (0 = the current anchor only)")
-    _check(cfg.grouping.history == 0 or cfg.grouping.metric in ("exact", "state_key"),
-           "grouping.history > 0 needs grouping.metric=exact or state_key (similarity grouping has no history keys)")
+    _check(cfg.grouping.history == 0 or cfg.grouping.metric in ("exact", "state_key", "observation"),
+           "grouping.history > 0 needs grouping.metric=exact, observation or state_key (similarity grouping has no "
+           "history keys)")
     _check(a.name != "hgpo" or cfg.grouping.history == 0,
            "algorithm=hgpo builds its own history levels (algorithm.hgpo.levels); leave grouping.history at 0")
     _check(o.lr > 0, f"optim.lr must be a finite number > 0, got {o.lr!r}")
@@ -147,6 +148,7 @@ def validate(cfg: Config) -> None:
            "train.checkpoint_every must be >= 0 and train.keep_checkpoints >= 1")
     _check(t.sample_trajectories >= 0, "train.sample_trajectories must be >= 0")
     _check(t.max_failed_iterations >= 1, "train.max_failed_iterations must be >= 1")
+    _check(t.stop_without_valid_actions >= 0, "train.stop_without_valid_actions must be >= 0")
     _check(t.sample_groups >= 0 and t.sample_max_bytes >= 4096,
            "train.sample_groups must be >= 0 and train.sample_max_bytes >= 4096")
     check_health_config(cfg, _check)  # train.health_*
@@ -197,7 +199,9 @@ def env_option_error(cfg: Config, err: Exception) -> ConfigError:
     where = ", ".join(f"env.{k}={opts[k]!r}" for k in named) if named else f"env.name={cfg.env.name!r}"
     params = ""
     try:
-        params = ", ".join(inspect.signature(_env_factory(cfg.env.name)).parameters)
+        ps = inspect.signature(_env_factory(cfg.env.name)).parameters.values()
+        if not any(p.kind is p.VAR_KEYWORD for p in ps):  # with **kwargs the env's own message lists its options
+            params = ", ".join(p.name for p in ps)
     except (TypeError, ValueError):
         pass
     hint = f" (env {cfg.env.name!r} takes: {params})" if params else ""

@@ -47,7 +47,13 @@ def apply_overrides(cfg: Config, flat: dict[str, Any]) -> Config:
             sub += "_"
         if sub.split(".")[0] not in field_types:
             if section == "env":  # env constructor options, checked against the env's signature later
-                obj.options[sub] = parse_scalar(value) if isinstance(value, str) else value
+                value = parse_scalar(value) if isinstance(value, str) else value
+                head, dot, rest = sub.partition(".")
+                if dot and rest:  # env.make_kwargs.is_slippery=false: a key of a mapping-valued option
+                    inner = obj.options.get(head)
+                    obj.options[head] = {**(inner if isinstance(inner, dict) else {}), rest: value}
+                else:
+                    obj.options[sub] = value
                 continue
             raise ConfigError(
                 f"unknown config key {key!r}; {section} keys are: {', '.join(sorted(field_types))}"
@@ -211,7 +217,27 @@ def load_config(path: str | None = None, overrides: list[str] | dict | None = No
     apply_overrides(cfg, file_flat)
     apply_overrides(cfg, cli_flat)
     validate(cfg)
+    # an env named without a preset of its own gets the settings its actions need (gigpo.train.env_settings)
+    if fit_to_env(cfg, apply_overrides(Config(), dict(file_flat)).env.name, set(cli_flat)):
+        validate(cfg)
     return cfg
+
+
+def fit_to_env(cfg: Config, config_env: str, user_keys: set[str]) -> list[str]:
+    """The rule of :mod:`gigpo.train.env_settings`: when ``cfg``'s env is not ``config_env`` (the env of the config
+    file, or of the run it came from), apply the env's settings except ``user_keys``, with one note line; the
+    ``key=value`` pairs changed. The caller validates again when any changed."""
+    from gigpo.train.env_settings import EnvSettingsNote, fitted_settings
+
+    if cfg.env.name == config_env:
+        return []
+    changed = fitted_settings(cfg, user_keys)
+    apply_overrides(cfg, changed)
+    notes = [f"{k}={v}" for k, v in changed.items()]
+    if notes:
+        warnings.warn(f"env {cfg.env.name!r} is not the env of the config ({config_env!r}): {', '.join(notes)} "
+                      "fit its actions (set these keys to choose otherwise)", EnvSettingsNote, stacklevel=3)
+    return notes
 
 
 def config_from_dict(data: dict) -> Config:

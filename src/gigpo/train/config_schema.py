@@ -140,13 +140,18 @@ def algorithm_section() -> type:
 
 @dataclass
 class GroupingConfig:
-    """How anchor states form step groups. ``exact``: identical observation text; ``state_key``: the env's true
-    state; ``ro`` / ``indel`` / ``minhash``: text similarity ≥ ``threshold`` on the observation."""
+    """How anchor states form step groups (docs/configuration.md "Anchors"). ``exact``: identical anchors, the
+    anchor being the env's true state (``info["state_key"]``) when the env gives one and the observation text
+    otherwise — one rule, reported per iteration as ``grouping/state_key_anchors``; ``state_key``: the same (its
+    old name); ``observation``: identical observation text even where the env gives a state (the paper's anchors;
+    for studies of noisy text); ``ro`` / ``indel`` / ``minhash``: text similarity ≥ ``threshold`` on the
+    observation."""
 
-    metric: Literal["exact", "state_key", "ro", "indel", "minhash"] = key(
+    metric: Literal["exact", "state_key", "observation", "ro", "indel", "minhash"] = key(
         "exact",
-        "anchor matching: \"exact\" observation text, the env's true \"state_key\", or text similarity ≥ "
-        'threshold by "ro" (Ratcliff–Obershelp), "indel" (rapidfuzz) or "minhash" (token Jaccard estimate)')
+        "anchor matching: \"exact\" (the env's state_key when it gives one, else the observation text; "
+        "\"state_key\" is the same), \"observation\" (the text exactly), or text similarity ≥ threshold by \"ro\" "
+        '(Ratcliff–Obershelp), "indel" (rapidfuzz) or "minhash" (token Jaccard estimate)')
     threshold: float = key(0.9, "similarity metrics: two anchors match when their score is ≥ this, in (0, 1]")
     history: int = key(
         0, "k >= 0; k > 0: a step's anchor is its key plus the keys of its trajectory's k previous steps (exact / "
@@ -235,6 +240,9 @@ class TrainConfig:
         "within health_collapse_window iterations (in [0, 1])")
     health_collapse_low: float = key(0.5, "see health_collapse_high (in [0, 1], < health_collapse_high)")
     health_collapse_window: int = key(50, "iterations of the collapse alert's window (>= 0; 0 disables the alert)")
+    health_collapse_sustain: int = key(
+        5, "a fall must last this many iterations (success below health_collapse_high) to be a collapse alert; a "
+        "shorter dip is silent (>= 1)")
     health_entropy_ratio: float = key(
         0.1, "health alert entropy: entropy fell to <= this fraction of its first iterations' mean while "
         "sampled success is below health_collapse_high (in [0, 1); 0 disables)")
@@ -244,6 +252,9 @@ class TrainConfig:
     overwrite: bool = key(
         False,
         "a fresh run into a directory that holds checkpoints or metrics: false refuses, true clears it first")
+    stop_without_valid_actions: int = key(
+        3, "K >= 0: stop (one line naming the keys to change) when the first K iterations, or gigpo eval's first 8 "
+        "episodes, made no valid action and no move of the env fits the response budget; 0 = never")
     max_failed_iterations: int = key(
         3, "stop (exit 1) after this many consecutive iterations in which every trajectory failed (>= 1)")
     parallel: Literal["auto", "none", "ddp", "fsdp"] = key(

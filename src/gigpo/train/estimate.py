@@ -11,7 +11,7 @@ from gigpo.algo.registry import StepBatch
 from gigpo.algo.similarity import grouping_quality
 from gigpo.rollout.batch import RolloutBatch
 from gigpo.train.algorithms import resolve_estimator
-from gigpo.train.grouping import anchors_for, hashable_key
+from gigpo.train.grouping import EXACT_METRICS, anchors_for, hashable_key, state_key_fraction
 
 
 def step_batch(cfg: Any, batch: RolloutBatch, step_term: bool, values: Any = None, kl: Any = None) -> StepBatch:
@@ -56,8 +56,11 @@ def row_advantages(
         raise ValueError(f"{cfg.algorithm.name} needs the critic's values")
     out = est(step_batch(cfg, batch, est.uses_step_term(common.step), values, kl), common, options)
     stats = dict(out.stats)
-    if out.step_group_ids is not None and cfg.grouping.metric != "state_key":
-        stats.update(grouping_quality_stats(batch, out.step_group_ids))
+    if out.step_group_ids is not None:
+        if cfg.grouping.metric in EXACT_METRICS and cfg.grouping.metric != "observation":
+            stats["grouping/state_key_anchors"] = state_key_fraction(batch)  # which rule of exact grouping applied
+        else:  # text anchors: scored against the env's states, when it reports them
+            stats.update(grouping_quality_stats(batch, out.step_group_ids))
     stats["adv/mean"] = float(out.advantages.mean())
     stats["adv/std"] = float(out.advantages.std())
     return out.advantages, out.value_targets, stats

@@ -17,6 +17,8 @@ from gigpo.train.config import (
     validate,
 )
 
+#: summary key of an env whose start ignores the seed (:mod:`gigpo.train.heldout`); the table says so in words
+SAME_START_KEY = "same_start_as_training"
 #: Per-task-type columns in the GiGPO paper's ALFWorld order (envs report the type as ``data_source``).
 TASK_COLUMNS = ("Pick", "Look", "Clean", "Heat", "Cool", "Pick2")
 
@@ -91,18 +93,53 @@ def evaluate_model(
         cfg = load_config(config, None)
     if overrides:
         from gigpo.train.config import parse_cli_overrides
+        from gigpo.train.config_load import fit_to_env
 
-        apply_overrides(cfg, parse_cli_overrides(overrides))
+        config_env = cfg.env.name
+        flat = parse_cli_overrides(overrides)
+        apply_overrides(cfg, flat)
         validate(cfg)
-    preflight(cfg, model_name)  # a bad env option or device fails here, before the model loads
+        if fit_to_env(cfg, config_env, set(flat)):  # --env names another env: its actions' settings
+            validate(cfg)
+    fixed = preflight(cfg, model_name)  # a bad env option or device fails here, before the model loads
     bundle = load_model(model_name, device=cfg.model.device, dtype=cfg.model.dtype, seed=cfg.train.seed,
                         tiny=(cfg.model.tiny or None) if model_name == "tiny" else None)
     engine = HFEngine(bundle.model, bundle.tokenizer, bundle.device)
     collector = build_collector(cfg, engine, bundle.tokenizer, split="test")
     try:
-        return run_evaluation(collector, cfg.train.seed if seed is None else seed, episodes, temperature)
+        summary, batch = first_episodes_checked(cfg, collector, cfg.train.seed if seed is None else seed, episodes,
+                                                temperature, bundle.tokenizer)
     finally:
         collector.close()
+    if fixed:  # the env's start ignores the seed: these episodes replay the training start (gigpo.train.heldout)
+        summary[SAME_START_KEY] = 1.0
+    return summary, batch
+
+
+def first_episodes_checked(cfg: Config, collector: Collector, seed: int, episodes: int,
+                           temperature: float, tokenizer: object) -> tuple[dict, RolloutBatch]:
+    """:func:`run_evaluation`, its first episodes collected first: when none of their steps was a valid action the
+    evaluation stops there (:func:`gigpo.train.action_check.check_evaluation_start`). The seeds are those of one
+    collection (``eval_seeds`` is a prefix-stable sequence), so the numbers are the same as without the check."""
+    from gigpo.rollout.batch import merge_batches
+    from gigpo.train.action_check import EVAL_FIRST_EPISODES, check_evaluation_start
+
+    first = min(EVAL_FIRST_EPISODES, episodes)
+    if not cfg.train.stop_without_valid_actions or first >= episodes:
+        return run_evaluation(collector, seed, episodes, temperature)
+    seeds = eval_seeds(seed, episodes)
+    head = collector.collect(seeds[:first], 1, temperature=temperature)
+    check_evaluation_start(cfg, evaluation_summary(head), first, episodes, tokenizer)
+    batch = merge_batches([head, collector.collect(seeds[first:], 1, temperature=temperature)])
+    return evaluation_summary(batch), batch
+
+
+def success_label(sources: list[str], has_f1: bool) -> str:
+    """What a success is called for these data sources: wins for games (TextArena's seats ``seat0``, ...), exact
+    match for question answering (datasets that report F1, as search's do), else success."""
+    if sources and all(s.startswith("seat") for s in sources):
+        return "wins"
+    return "EM" if has_f1 else "success"
 
 
 def format_table(summary: dict, label: str = "agent") -> str:
@@ -110,8 +147,11 @@ def format_table(summary: dict, label: str = "agent") -> str:
     data source, then the average over sources) for success/EM and, when reported, F1. When the sources are
     ALFWorld's task types, the columns follow the paper (:data:`TASK_COLUMNS`) and the last is "All", the rate over
     all episodes."""
-    overall = {k: v for k, v in summary.items() if "/" not in k}
-    lines = ["| metric | value |", "|---|---|"]
+    from gigpo.train.heldout import SAME_START
+
+    overall = {k: v for k, v in summary.items() if "/" not in k and k != SAME_START_KEY}
+    lines = [f"{SAME_START}:", ""] if summary.get(SAME_START_KEY) else []
+    lines += ["| metric | value |", "|---|---|"]
     lines += [f"| {k} | {v:.4f} |" for k, v in overall.items()]
     sources = sorted({k.split("/")[0] for k in summary if "/" in k})
     # ALFWorld's task types: the paper's column order, and "All" = over episodes (not the mean of the columns)
@@ -121,7 +161,7 @@ def format_table(summary: dict, label: str = "agent") -> str:
     if sources:
         head = "| metric | " + " | ".join(f"{s} (n={int(summary.get(f'{s}/episodes', 0))})" for s in sources)
         lines += ["", head + (" | All |" if by_task else " | avg |"), "|---" * (len(sources) + 2) + "|"]
-        for key, name in (("success_rate", "EM / success"), ("f1", "F1"), ("score", "score")):
+        for key, name in (("success_rate", success_label(sources, all(f"{s}/f1" in summary for s in sources))), ("f1", "F1"), ("score", "score")):
             vals = [summary.get(f"{s}/{key}") for s in sources]
             if any(v is None for v in vals):
                 continue

@@ -7,8 +7,11 @@ same monitor over ``metrics.jsonl`` to place its markers, so a report shows exac
 
 The three checks, on ``rollout/success_rate`` (s_t), ``loss/entropy`` (H_t) and ``adv/mean``/``adv/std``:
 
-* ``collapse``: some s_u ≥ high, then s_t ≤ low with t − u ≤ window (once per solve: it re-arms when s reaches
-  ≥ high again after the alert). The lock runs of docs/results/credit.md solved by ~45 and were at 0.00 by 120.
+* ``collapse``: some s_u ≥ high, then s_t ≤ low with t − u ≤ window, and no recovery: s stays below high for
+  ``sustain`` iterations from t on (the alert is raised at the last of them, naming the fall at t). A dip shorter
+  than that is silent (a one-iteration dip that recovered in 4 is sampling noise, not a collapse). Once per solve:
+  it re-arms when s reaches ≥ high again. The lock runs of docs/results/credit.md solved by ~45 and were at 0.00
+  by 120.
 * ``entropy``: H_t ≤ ratio · H_0, H_0 the mean over the first 3 iterations that logged entropy, while s_t < high
   (a solved policy is allowed to become deterministic). Once per run.
 * ``no_signal``: n iterations in a row whose advantages are all exactly 0 (every group's returns equal), once per
@@ -32,12 +35,13 @@ class HealthThresholds:
     collapse_window: int = 50
     entropy_ratio: float = 0.1
     no_signal_iterations: int = 10
+    collapse_sustain: int = 5
 
     @classmethod
     def from_config(cls, cfg: Any) -> HealthThresholds:
         t = cfg.train
         return cls(t.health_collapse_high, t.health_collapse_low, t.health_collapse_window,
-                   t.health_entropy_ratio, t.health_no_signal_iterations)
+                   t.health_entropy_ratio, t.health_no_signal_iterations, t.health_collapse_sustain)
 
 
 def check_health_config(cfg: Any, check: Any) -> None:
@@ -49,6 +53,7 @@ def check_health_config(cfg: Any, check: Any) -> None:
           f"train.health_collapse_low ({t.health_collapse_low}) must be < train.health_collapse_high "
           f"({t.health_collapse_high})")
     check(t.health_collapse_window >= 0, "train.health_collapse_window must be >= 0 (0 disables the alert)")
+    check(t.health_collapse_sustain >= 1, "train.health_collapse_sustain must be >= 1")
     check(0 <= t.health_entropy_ratio < 1, "train.health_entropy_ratio must be in [0, 1) (0 disables the alert)")
     check(t.health_no_signal_iterations >= 0, "train.health_no_signal_iterations must be >= 0 (0 disables it)")
 
@@ -74,6 +79,7 @@ class HealthMonitor:
     def __init__(self, thresholds: HealthThresholds):
         self.th = thresholds
         self._peak: tuple[int, float] | None = None  # (iteration, success) of the latest solve not yet alerted
+        self._fall: tuple[int, float, int, float] | None = None  # (peak it, peak s, fall it, fall s): a dip pending
         self._entropy_base: list[float] = []
         self._entropy_alerted = False
         self._no_signal_run = 0
@@ -86,14 +92,18 @@ class HealthMonitor:
             return []
         th, out = self.th, []
         if th.collapse_window:
-            if s >= th.collapse_high:
-                self._peak = (it, s)
-            elif self._peak is not None and s <= th.collapse_low:
+            if s >= th.collapse_high:  # solved (again): a pending dip was only a dip
+                self._peak, self._fall = (it, s), None
+            elif self._fall is None and self._peak is not None and s <= th.collapse_low:
                 if it - self._peak[0] <= th.collapse_window:
-                    out.append(Alert(it, "collapse", f"sampled success fell from {self._peak[1]:.2f} (iteration "
-                                     f"{self._peak[0]}) to {s:.2f} (iteration {it}): the policy collapsed after "
-                                     "solving"))
+                    self._fall = (*self._peak, it, s)
                 self._peak = None
+            if self._fall is not None and it - self._fall[2] + 1 >= th.collapse_sustain:
+                pu, ps, ft, fs = self._fall
+                self._fall = None
+                out.append(Alert(it, "collapse", f"sampled success fell from {ps:.2f} (iteration {pu}) to {fs:.2f} "
+                                 f"(iteration {ft}) and stayed below {th.collapse_high:g} for {th.collapse_sustain} "
+                                 "iteration(s): the policy collapsed after solving"))
         ent = _num(rec, "loss/entropy")
         if th.entropy_ratio and ent is not None and not self._entropy_alerted:
             if len(self._entropy_base) < _ENTROPY_BASE_ITERATIONS:

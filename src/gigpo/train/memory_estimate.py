@@ -92,3 +92,105 @@ def check_rollout_memory(cfg, limit: int | None = None) -> None:
             f"rollout.groups={cfg.rollout.groups} x rollout.group_size={cfg.rollout.group_size} needs at least "
             f"{human_bytes(need)} per iteration ({how}), more than this machine's {human_bytes(limit)} of memory; lower "
             "rollout.groups, rollout.group_size, rollout.max_steps or prompt.max_prompt_tokens")
+
+
+# ------------------------------------------------------------------------------------- the model at its prompts
+#: RSS of a process that has imported torch, transformers and gigpo's trainer, before any model (measured: 0.32 GiB,
+#: ``python -c "import torch, transformers, gigpo.train.trainer, resource; print(resource.getrusage(0).ru_maxrss)"``)
+PROCESS_BYTES = int(0.32 * 2**30)
+#: Saved activations per token and layer of one training forward/backward, in float32 values: about 16
+#: hidden-sized tensors (two RMSNorms with their float32 intermediates, q/k/v with rotary, the attention output,
+#: o-projection, residual sums, the LoRA inputs), 4 intermediate-sized ones (gate, up, SiLU, their product) and 2
+#: per attention head and key position (the scores and their softmax). Checked against a measured peak:
+#: SmolLM2-135M + LoRA on ConnectFour, tests/train/test_memory_estimate.py.
+HIDDEN_TENSORS, INTERMEDIATE_TENSORS, SCORE_TENSORS = 16, 4, 2
+
+
+def model_dims(model) -> dict[str, int]:
+    """``layers, hidden, intermediate, heads, kv_dim, params, trainable`` of a (possibly LoRA-wrapped) causal LM."""
+    c = getattr(model, "config", None)
+    hidden = int(getattr(c, "hidden_size", 0) or 0)
+    heads = int(getattr(c, "num_attention_heads", 1) or 1)
+    kv_heads = int(getattr(c, "num_key_value_heads", heads) or heads)
+    return {"layers": int(getattr(c, "num_hidden_layers", 0) or 0), "hidden": hidden,
+            "intermediate": int(getattr(c, "intermediate_size", 4 * hidden) or 4 * hidden), "heads": heads,
+            "kv_dim": hidden * kv_heads // heads,
+            "params": sum(p.numel() for p in model.parameters()),
+            "trainable": sum(p.numel() for p in model.parameters() if p.requires_grad),
+            "bytes_per_param": next(iter(model.parameters())).element_size()}
+
+
+def probe_prompt_tokens(cfg, make_env, builder, steps: int = 4) -> int:
+    """The longest prompt, in tokens, of the first ``steps`` steps of one episode (seed 2^30, the first admissible
+    action each step): the real prompt length at this config's prompt settings, history included."""
+    env = make_env()
+    try:
+        obs, info = env.reset(2**30)
+        history: list[tuple[str, str]] = []
+        longest = 0
+        for _ in range(steps):
+            info = info if isinstance(info, dict) else {}
+            hist = history[-cfg.prompt.history_length:] if cfg.prompt.history_length else []
+            ids = builder.build(env.instructions, str(info.get("task", "")), hist, obs,
+                                info.get("admissible_actions"))
+            longest = max(longest, len(ids))
+            actions = info.get("admissible_actions") or []
+            if not actions:
+                break
+            nxt, _, done, info = env.step(actions[0])
+            history.append((obs, actions[0]))
+            obs = nxt
+            if done:
+                break
+        return longest
+    finally:
+        env.close()
+
+
+def peak_bytes(cfg, dims: dict[str, int], prompt_tokens: int) -> tuple[int, str]:
+    """``(bytes, how)``: the estimated peak of one iteration — the process and the model's weights (with the
+    trainable parameters' gradients and Adam moments) plus the larger of the rollout's KV cache and one training
+    micro-batch's saved activations at ``prompt_tokens`` + the response budget."""
+    tokens = int(prompt_tokens) + int(cfg.rollout.max_response_tokens)
+    layers, mb = dims["layers"], int(cfg.optim.micro_batch_size)
+    weights = dims["params"] * dims["bytes_per_param"] + dims["trainable"] * 4 * 3
+    per_token_layer = 4 * (HIDDEN_TENSORS * dims["hidden"] + INTERMEDIATE_TENSORS * dims["intermediate"]
+                           + SCORE_TENSORS * dims["heads"] * tokens)
+    activations = mb * tokens * layers * per_token_layer
+    trajectories = int(cfg.rollout.groups) * int(cfg.rollout.group_size)
+    kv = trajectories * tokens * layers * 2 * dims["kv_dim"] * dims["bytes_per_param"]
+    total = PROCESS_BYTES + weights + max(activations, kv)
+    how = (f"process and model {_human(PROCESS_BYTES + weights)} + a micro-batch's activations "
+           f"{_human(activations)} (optim.micro_batch_size={mb} x {tokens} tokens x {layers} layers)")
+    return total, how
+
+
+def check_peak_memory(cfg, dims: dict[str, int], prompt_tokens: int, limit: int | None = None) -> str | None:
+    """One warning line when the estimated peak exceeds this machine's memory (``limit``: default the machine's),
+    naming the keys that lower it; None when it fits."""
+    limit = memory_limit_bytes() if limit is None else limit
+    need, how = peak_bytes(cfg, dims, prompt_tokens)
+    if limit is None or need <= limit:
+        return None
+    return (f"one iteration is estimated to peak at {_human(need)} ({how}; prompts of {prompt_tokens} tokens), "
+            f"more than this machine's {_human(limit)}: lower optim.micro_batch_size (it sets the peak, not the "
+            "math), prompt.max_prompt_tokens or prompt.history_length, or set model.gradient_checkpointing=true")
+
+
+def warn_peak_memory(cfg, model, builder, make_env) -> str | None:
+    """At a run's start (model loaded, nothing collected yet): probe the real prompt length with one env
+    (``make_env()``) and warn, in one line, when the estimated peak exceeds the machine's memory
+    (:func:`check_peak_memory`)."""
+    import logging
+
+    from gigpo.train.env_probe import probe
+
+    if check_peak_memory(cfg, model_dims(model), int(cfg.prompt.max_prompt_tokens)) is None:
+        return None  # it fits even at the prompt cap: no env episode needs to be probed
+    ok, tokens = probe(lambda: probe_prompt_tokens(cfg, make_env, builder))
+    if not ok:  # an estimate never stops or hangs a run: the env's own faults come from the rollout
+        return None
+    msg = check_peak_memory(cfg, model_dims(model), tokens)
+    if msg:
+        logging.getLogger("gigpo.train.memory_estimate").warning(msg)
+    return msg

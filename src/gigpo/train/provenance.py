@@ -34,6 +34,9 @@ ENVIRONMENT_FILE = "environment.json"
 NUMERIC_KEYS = ("torch", "cpu_capability", "aten_cpu_capability", "device", "cuda_device", "numpy",
                 "transformers", "peft", "torch_threads")
 _PACKAGES = ("numpy", "transformers", "tokenizers", "peft")
+#: the packages of the env adapters (distribution names), recorded when installed: a game's rules and an
+#: adapter's observations change with them
+ENV_PACKAGES = ("gymnasium", "textarena", "reasoning-gym", "openenv-core", "verifiers", "textworld", "alfworld")
 
 
 def _version(package: str) -> str | None:
@@ -54,7 +57,7 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def run_environment(device: str = "cpu") -> dict[str, Any]:
+def run_environment(device: str = "cpu", imports: list[str] | None = None) -> dict[str, Any]:
     """The record of this process: versions, the instruction set PyTorch's CPU kernels use, the device."""
     import torch
 
@@ -73,7 +76,21 @@ def run_environment(device: str = "cpu") -> dict[str, Any]:
         "cuda_device": torch.cuda.get_device_name(0) if str(device).startswith("cuda") else None,
     }
     record.update({p: _version(p) for p in _PACKAGES})
+    record["env_packages"] = {p: v for p in ENV_PACKAGES if (v := _version(p)) is not None}
+    record["imports"] = list(imports or [])  # the --import modules the run's env (or estimator) came from
     return record
+
+
+def recorded_imports(path: str | Path) -> list[str]:
+    """The ``--import`` modules recorded by the run that ``path`` belongs to (a run directory or one of its
+    checkpoints, ``RUN/checkpoints/iter_N``): its newest start's; [] when none are recorded."""
+    p = Path(path)
+    for run in (p, p.parent.parent):
+        history = read_environment(run)
+        if history:
+            names = history[-1].get("imports") or []
+            return [str(n) for n in names] if isinstance(names, list) else []
+    return []
 
 
 def read_environment(run_dir: str | Path) -> list[dict[str, Any]]:
@@ -92,12 +109,14 @@ def numeric_differences(old: dict[str, Any], new: dict[str, Any]) -> dict[str, t
     return {k: (old.get(k), new.get(k)) for k in NUMERIC_KEYS if old.get(k) != new.get(k)}
 
 
-def record_start(run_dir: str | Path, iteration: int, device: str = "cpu") -> dict[str, tuple[Any, Any]]:
-    """Append this start's record (``iteration`` = where it starts) and return how its numerics differ from the
-    previous start's (empty for a fresh run or the same machine); a difference is logged as a warning."""
+def record_start(run_dir: str | Path, iteration: int, device: str = "cpu",
+                 imports: list[str] | None = None) -> dict[str, tuple[Any, Any]]:
+    """Append this start's record (``iteration`` = where it starts; ``imports``: the run's ``--import`` modules)
+    and return how its numerics differ from the previous start's (empty for a fresh run or the same machine); a
+    difference is logged as a warning."""
     path = Path(run_dir) / ENVIRONMENT_FILE
     history = read_environment(run_dir) if iteration > 0 else []
-    record = {"start_iteration": int(iteration), **run_environment(device)}
+    record = {"start_iteration": int(iteration), **run_environment(device, imports)}
     changed = numeric_differences(history[-1], record) if history else {}
     if changed:
         log.warning(

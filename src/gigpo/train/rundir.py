@@ -211,7 +211,9 @@ def write_run_records(run_dir: Path, cfg: Config, start_iteration: int, device: 
     # a resume needs it) makes it readable by its owner only; never written through a symlink
     replace_text(run_dir / "config.yaml", CONFIG_MARKER + "\n" + yaml.safe_dump(saved, sort_keys=False),
                  perms=0o600 if has_secret(saved) else 0o644)
-    record_start(run_dir, start_iteration, device)
+    from gigpo.envs.registry import imports_for
+
+    record_start(run_dir, start_iteration, device, imports_for(cfg.env.name, cfg.algorithm.name))
 
 
 # -------------------------------------------------------------------------------------------------------- resume

@@ -158,7 +158,7 @@ def write_step_records(path: Path, cfg: Any, it: int, batch: RolloutBatch, advan
     adv = np.asarray(advantages, dtype=np.float64)[keep] if len(advantages) else np.zeros(len(keep))
     # exact keys group in one vectorised pass, so the whole batch is recomputed (and the largest step groups
     # are the iteration's); similarity grouping costs more, so only the written groups are
-    whole = cfg.grouping.metric in ("exact", "state_key")
+    whole = cfg.grouping.metric in ("exact", "state_key", "observation")
     how = "recomputed on the whole batch" if whole else "recomputed on the written groups"
     largest: list[dict] = []
     try:

@@ -205,11 +205,12 @@ def worker_env(workers: int, threads: int | None = None) -> dict[str, str]:
 
 
 def run_one(config: str | None, cell: Cell, seed: int, run_dir: Path, env: dict[str, str],
-            timeout: float | None = None) -> RunResult:
-    """Train one (cell, seed) in a subprocess; resume from its checkpoint when an earlier attempt left one."""
+            timeout: float | None = None, imports: list[str] | None = None) -> RunResult:
+    """Train one (cell, seed) in a subprocess (``imports``: its ``--import`` modules); resume from its checkpoint
+    when an earlier attempt left one."""
     if run_finished(run_dir, cell.iterations):
         return RunResult(cell, seed, "done")
-    cmd = [sys.executable, "-m", "gigpo.cli", "train"]
+    cmd = [sys.executable, "-m", "gigpo.cli", "train", *(a for m in imports or [] for a in ("--import", m))]
     if _has_checkpoint(run_dir):
         cmd += ["--resume", str(run_dir)]
     else:
@@ -243,12 +244,13 @@ def run_one(config: str | None, cell: Cell, seed: int, run_dir: Path, env: dict[
 def run_sweep(config: str | None, cells: list[Cell], seeds: list[int], out: Path, workers: int = 1,
               threads: int | None = None, timeout: float | None = None, echo=print,
               extra_env: dict[str, str] | None = None, order: str | list[tuple[Cell, int]] = "cell",
-              ) -> list[RunResult]:
+              imports: list[str] | None = None) -> list[RunResult]:
     """Run every (cell, seed) not yet finished, ``workers`` at a time. Fills ``cell.runs``; never raises on a
     failed run (it is returned with status "failed" and its output tail). ``extra_env`` is added to the runs'
     environment (e.g. ``PYTHONPATH`` of a frozen copy of the code). ``order``: "cell" runs a cell's seeds
     together, "seed" runs seed 0 of every cell first (a partial sweep then covers the whole grid), or an
-    explicit list of ``(cell, seed)`` jobs."""
+    explicit list of ``(cell, seed)`` jobs. ``imports``: ``--import`` modules every run needs (``gigpo sweep
+    --import``)."""
     env = {**worker_env(workers, threads), **(extra_env or {})}
     for cell in cells:
         for s in seeds:
@@ -267,7 +269,7 @@ def run_sweep(config: str | None, cells: list[Cell], seeds: list[int], out: Path
     def _job(cs: tuple[Cell, int]) -> RunResult:
         nonlocal done
         c, s = cs
-        res = run_one(config, c, s, c.runs[s], env, timeout)
+        res = run_one(config, c, s, c.runs[s], env, timeout, imports)
         done += 1
         if res.status != "done":
             echo(f"[{done}/{len(jobs)}] {c.label} seed={s}: {res.status} in {res.seconds:.0f}s"
@@ -288,6 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "train.seed. Rerunning skips finished runs; failed runs are listed, never hidden.",
     )
     p.add_argument("--config", help="YAML file or preset name in configs/ (default: quickstart)")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first, here and in every run (repeatable): a module that registers envs "
+                        "(gigpo.envs.register) or estimators")
     p.add_argument("--seeds", type=int, default=3, help="number of seeds (default 3)")
     p.add_argument("--seed-start", type=int, default=0, help="first seed (seeds are consecutive)")
     p.add_argument("--workers", type=int, default=1, help="concurrent runs (default 1)")
@@ -305,16 +310,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def sweep_main(argv: list[str]) -> int:
     """Entry point of ``gigpo sweep``. Exit status 0 when every run finished, 1 if any failed, 2 on bad input."""
+    from gigpo.envs.registry import EnvImportError, import_env_modules
     from gigpo.train.config import ConfigError, resolve_config_path
 
     args = build_parser().parse_args(argv)
     try:
+        import_env_modules(args.imports)  # the grid's configs name its envs: resolved (and checked) here first
         config = str(resolve_config_path(args.config).resolve()) if args.config else None
         grid, fixed = parse_params(args.params)
         cells = build_cells(config, grid, fixed)
         if args.seeds < 1 or args.workers < 1 or args.last_k < 1:
             raise ValueError("--seeds, --workers and --last-k must be >= 1")
-    except (ConfigError, ValueError) as e:
+    except (ConfigError, ValueError, EnvImportError) as e:
         print(f"gigpo sweep: error: {e}", file=sys.stderr)
         return 2
     out = Path(args.out or f"runs/sweep-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -329,7 +336,8 @@ def sweep_main(argv: list[str]) -> int:
                              error="" if run_finished(c.runs[s], c.iterations) else "not finished")
                    for c in cells for s in seeds]
     else:
-        results = run_sweep(config, cells, seeds, out, args.workers, args.threads, args.timeout)
+        results = run_sweep(config, cells, seeds, out, args.workers, args.threads, args.timeout,
+                            imports=args.imports)
     failed = [r for r in results if r.status == "failed"]
     agg = aggregate(cells, seeds, args.last_k)
     command = "gigpo sweep " + " ".join(argv)

@@ -19,16 +19,18 @@ import torch
 from gigpo.algo import similarity
 from gigpo.rollout import RolloutBatch
 from gigpo.train import distributed, rng_streams
+from gigpo.train.action_check import check_training_start
 from gigpo.train.algorithms import needs_reference, spec_of
 from gigpo.train.async_rollout import AsyncRollout
 from gigpo.train.checkpoint import checkpoint_dir, list_checkpoints, restore_rng, save_checkpoint, set_aside
-from gigpo.train.compose import build_collector
+from gigpo.train.compose import build_collector, env_factory
 from gigpo.train.config import Config
 from gigpo.train.data_parallel import DataParallel
 from gigpo.train.dynamic_sampling import collect_shards
 from gigpo.train.estimate import row_advantages
 from gigpo.train.evaluate import run_evaluation
 from gigpo.train.loss_terms import policy_terms, value_terms
+from gigpo.train.memory_estimate import warn_peak_memory
 from gigpo.train.metrics import MetricsLog, plot_curves
 from gigpo.train.passes import PolicyPasses, trainable_rows
 from gigpo.train.remote import after_update, build_engine, start_engine
@@ -108,6 +110,7 @@ class Trainer:
         self.engine = build_engine(cfg, self.bundle, self.run_dir)
         self.collector = build_collector(cfg, self.engine, self.tok, branch=True)
         self.eval_collector = build_collector(cfg, self.engine, self.tok, split="test")
+        warn_peak_memory(cfg, self.model, self.collector.prompts, env_factory(cfg))  # the real model and prompts
         self.metrics = MetricsLog(self.run_dir)  # trackers (train.loggers, tensorboard too): self.reporting
         if _resume is not None:
             # optimizer and RNG states were read (weights_only / JSON) and verified by plan_resume
@@ -161,7 +164,7 @@ class Trainer:
             if main:
                 self.metrics.write(rec0 := {"iteration": 0, **{f"eval/{k}": v for k, v in last_eval.items()}})
                 self.reporting.record(rec0)
-        it = self.start_iteration
+        it, start_valid = self.start_iteration, []
         try:
             for it in range(self.start_iteration + 1, t.iterations + 1):
                 last = self.iteration(it)
@@ -171,6 +174,7 @@ class Trainer:
                 if main:
                     self.metrics.write(last)
                     self.reporting.record(last)
+                check_training_start(self.cfg, it, last, start_valid, self.tok)  # a run that cannot act stops
                 if (t.checkpoint_every and it % t.checkpoint_every == 0) or it == t.iterations:
                     self.save(it)
                 if bar is not None:

@@ -279,6 +279,9 @@ def load_run(run: Path, samples_budget: int, max_points: int = MAX_POINTS) -> di
         "name": run.name, "path": str(run), "config": flat(cfg_raw), "status": status,
         "iterations_done": iterations[-1] if iterations else 0, "iterations_planned": planned,
         "metrics": columns(shown), "alerts": alerts, "notes": notes,
+        # a step term was computed (|A_S| > 0 at some iteration): `gigpo view A B` opens on such a run
+        "step_credit": any(isinstance(r.get("adv/abs_step_mean"), (int, float)) and r["adv/abs_step_mean"] > 0
+                           for r in records),
         "sample_iterations": list(files),
         "samples": {str(i): load_samples(files[i], max(files_size[i], 1)) for i in chosen},
     }

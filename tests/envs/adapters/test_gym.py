@@ -74,3 +74,19 @@ def test_state_key_observation_uses_the_text():
     env = make("gym:Taxi-v4", state_key="observation")
     obs, info = env.reset(1)
     assert info["state_key"] == obs
+
+
+def test_gym_keyword_options_reach_gym_make_and_unknown_ones_are_named():
+    from gigpo.train.config import load_config
+
+    slippery, still = make("gym:FrozenLake-v1"), make("gym:FrozenLake-v1", is_slippery=False)
+    # the transition table: three outcomes per move on ice, one without slipping
+    assert len(slippery._gym.unwrapped.P[0][0]) == 3 and len(still._gym.unwrapped.P[0][0]) == 1
+    # FrozenLake without slipping is deterministic: right, right, down, down, down, right reaches the goal
+    assert _play(still, 0, ["right", "right", "down", "down", "down", "right"])[-1][2] is True
+    # the two documented spellings give the same options
+    assert load_config(None, ["env=gym:FrozenLake-v1", "env.is_slippery=false"]).env.options == {"is_slippery": False}
+    assert load_config(None, ["env=gym:FrozenLake-v1", "env.make_kwargs.is_slippery=false"]).env.options == {
+        "make_kwargs": {"is_slippery": False}}
+    with pytest.raises(ValueError, match=r"does not accept is_slipery; its options are: .*is_slippery"):
+        make("gym:FrozenLake-v1", is_slipery=False)

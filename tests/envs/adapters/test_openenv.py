@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.peers("openenv")
 pytest.importorskip("openenv", reason="needs the [openenv] extra (pip install 'gigpo[openenv]')")
 
 from gigpo import cli  # noqa: E402

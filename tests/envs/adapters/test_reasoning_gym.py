@@ -3,6 +3,7 @@ with feedback, the discounted reward, difficulty options checked."""
 
 import pytest
 
+pytestmark = pytest.mark.peers("reasoning_gym")
 pytest.importorskip("reasoning_gym", reason="needs the [reasoning-gym] extra (pip install 'gigpo[reasoning-gym]')")
 
 from gigpo.envs import make  # noqa: E402

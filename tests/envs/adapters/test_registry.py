@@ -32,7 +32,7 @@ def test_an_unknown_gym_id_lists_close_matches():
 
 
 def test_an_empty_id_says_what_to_give():
-    with pytest.raises(ValueError, match=r"give an id after 'gym:' \(e.g. gym:Taxi-v3\)"):
+    with pytest.raises(ValueError, match=r"give an id after 'gym:' \(e.g. gym:FrozenLake-v1\)"):
         get_spec("gym:")
 
 

@@ -4,6 +4,7 @@ trajectory per seat, groups (seed, seat), each seat's final reward on its last r
 import pytest
 import torch
 
+pytestmark = pytest.mark.peers("textarena")
 pytest.importorskip("textarena", reason="needs the [textarena] extra (pip install 'gigpo[textarena]')")
 
 from gigpo.agent.constrained import ActionEncodingError  # noqa: E402

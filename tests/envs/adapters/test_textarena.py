@@ -5,6 +5,7 @@ import random
 
 import pytest
 
+pytestmark = pytest.mark.peers("textarena")
 pytest.importorskip("textarena", reason="needs the [textarena] extra (pip install 'gigpo[textarena]')")
 
 from gigpo.envs import make  # noqa: E402

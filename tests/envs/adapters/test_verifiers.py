@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.peers("verifiers")
 pytest.importorskip("verifiers", reason="needs the [verifiers] extra (pip install 'gigpo[verifiers]')")
 
 from gigpo import cli  # noqa: E402

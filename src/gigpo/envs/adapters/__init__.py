@@ -18,7 +18,7 @@ register_prefix("textarena", "gigpo.envs.adapters.textarena:resolve",
                 extra="textarena", example="textarena:TicTacToe-v0")
 register_prefix("gym", "gigpo.envs.adapters.gym:resolve",
                 "gymnasium env with a discrete action space (text or ANSI render)", package="gymnasium",
-                extra="adapters", example="gym:Taxi-v3")
+                extra="", example="gym:FrozenLake-v1")  # gymnasium is a core dependency: no extra
 register_prefix("reasoning-gym", "gigpo.envs.adapters.reasoning_gym:resolve",
                 "reasoning-gym dataset as a multi-turn env (retries with the scorer's feedback)",
                 package="reasoning_gym", extra="reasoning-gym", example="reasoning-gym:basic_arithmetic")

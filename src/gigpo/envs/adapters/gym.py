@@ -77,11 +77,13 @@ class GymEnv(Env):
     """A gymnasium env (discrete actions) behind the Env contract; see the module docstring.
 
     ``env_id``: a gymnasium id; ``state_key``: ``auto`` (the gym observation) or ``observation`` (the text);
-    ``max_steps``: the step cap (default: the spec's ``max_episode_steps``, else 100); ``make_kwargs``: passed to
-    ``gymnasium.make`` (e.g. ``{"map_name": "8x8"}``)."""
+    ``max_steps``: the step cap (default: the spec's ``max_episode_steps``, else 100). Any other keyword
+    (``env.is_slippery=false``, ``env.map_name=8x8``) is passed to ``gymnasium.make``, checked first against what
+    the env's constructor accepts (:func:`gym_make_options`); ``make_kwargs`` (a mapping, also
+    ``env.make_kwargs.KEY=VALUE``) is the same, kept for old configs."""
 
     def __init__(self, env_id: str, *, state_key: str = "auto", max_steps: int | None = None,
-                 make_kwargs: dict | None = None):
+                 make_kwargs: dict | None = None, **gym_kwargs: Any):
         import gymnasium
 
         self.state_key_mode = check_state_key(state_key)
@@ -96,7 +98,12 @@ class GymEnv(Env):
             env_id = current
         self.env_id, self.family = env_id, family(env_id)
         spec = registry[env_id]
-        kwargs = dict(make_kwargs or {})
+        kwargs = {**dict(make_kwargs or {}), **gym_kwargs}
+        accepted = gym_make_options(env_id)
+        unknown = sorted(set(kwargs) - set(accepted)) if accepted is not None else []
+        if unknown:
+            raise ValueError(f"gym:{env_id} does not accept {', '.join(unknown)}; its options are: "
+                             f"{', '.join(sorted(accepted)) or '(none)'} (and the adapter's state_key, max_steps)")
         try:
             self._gym = gymnasium.make(env_id, **kwargs)
             self._ansi = "ansi" in (self._gym.metadata.get("render_modes") or [])
@@ -212,6 +219,27 @@ def image_space(space: Any) -> str | None:
     else:
         return None
     return next((p for p in parts if p is not None), None)
+
+
+def gym_make_options(env_id: str) -> list[str] | None:
+    """The keywords ``gymnasium.make(env_id, ...)`` passes on to the env's constructor (its named parameters, the
+    spec's own kwargs) plus make's wrappers' options; None when the constructor takes ``**kwargs`` (anything)."""
+    import inspect
+
+    import gymnasium
+
+    spec = gymnasium.envs.registry[env_id]
+    try:
+        creator = gymnasium.envs.registration.load_env_creator(spec.entry_point) \
+            if isinstance(spec.entry_point, str) else spec.entry_point
+        params = inspect.signature(creator).parameters
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return None
+    named = {n for n, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)} - {"self"}
+    # render_mode is the adapter's own (ansi where the env has it)
+    return sorted((named | set(spec.kwargs) | {"max_episode_steps", "disable_env_checker"}) - {"render_mode"})
 
 
 def _short(obs: Any) -> str:

@@ -24,7 +24,7 @@ import re
 from typing import Any
 
 from gigpo.envs.adapters._common import check_state_key, unknown_id
-from gigpo.envs.base import Env, EnvError
+from gigpo.envs.base import ActionSpec, Env, EnvError
 
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 
@@ -101,6 +101,14 @@ class ReasoningGymEnv(Env):
         self._random_actions = list(dict.fromkeys(
             str(_item(self.dataset, (self._seed + k) % 2**31, self.options)[1]["answer"]) for k in range(1, 5)))
         return text, self._info(text)
+
+    def action_spec(self) -> ActionSpec:
+        """Free text (no list of answers); the examples are the answers of this item and the next 4, so the
+        response budget fits the dataset's answers (a budget far above them lets a small model ramble)."""
+        answers = [str(self._entry.get("answer", "")), *self._random_actions]
+        examples = tuple(a for a in dict.fromkeys(answers) if a)
+        return ActionSpec(legal_actions=False, examples=examples,
+                          format_hint=f"the final answer only, e.g. {examples[0]}" if examples else "")
 
     def step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
         if self._done:

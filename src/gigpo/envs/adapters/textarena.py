@@ -42,11 +42,13 @@ import re
 from typing import Any
 
 from gigpo.envs.adapters._common import check_state_key, hashable_state, unknown_id
-from gigpo.envs.base import Env, EnvError
+from gigpo.envs.base import ActionSpec, Env, EnvError
 
 OPPONENTS = ("random", "self")
 _LISTED = re.compile(r"(?:available|valid|legal)\s+(?:moves|actions)(?:\s+are)?\s*:\s*(.*)", re.IGNORECASE)
 _BRACKETED = re.compile(r"\[[^\[\]\n]{1,40}\]")
+#: a line of a game's prompt that shows the move format ("For example: '[col 4]'", "(e.g., '[A C]')")
+_FORMAT_LINE = re.compile(r"example|e\.g\.|format|type the|enter", re.IGNORECASE)
 
 
 def _registry() -> dict[str, Any]:
@@ -103,6 +105,16 @@ def _guess(env: Any) -> list[str]:
     return [f"[{n}]" for n in range(env.min_number, env.max_number + 1) if n not in tried]
 
 
+def format_examples(prompt: str) -> list[str]:
+    """The bracketed moves a game's own prompt gives as its format (ConnectFour: ``['[col 4]', '[col 1]']``;
+    TowerOfHanoi: ``['[A C]']``), from its lines that say "example", "e.g.", "format", ...; [] when none."""
+    found: list[str] = []
+    for line in prompt.splitlines():
+        if _FORMAT_LINE.search(line):
+            found += [m for m in _BRACKETED.findall(line) if m not in found]
+    return found
+
+
 LEGAL_MOVES = {"TicTacToeEnv": _tictactoe, "ConnectFourEnv": _connectfour, "NimEnv": _nim,
                "TowerOfHanoiEnv": _hanoi, "GuessTheNumberEnv": _guess}
 
@@ -155,7 +167,8 @@ class TextArenaEnv(Env):
         self.game, self.opponent, self.seat_option = game, opponent, seat
         self._ta = factory(**spec.kwargs)
         self._legal = LEGAL_MOVES.get(type(self._ta).__name__)
-        self.num_players = num_players or self._players()
+        self._examples: list[str] = []
+        self.num_players = self._players() if not num_players else (self._players() and num_players)
         if seat != "auto" and int(seat) >= self.num_players:
             raise ValueError(f"seat {seat} does not exist: textarena:{game} has {self.num_players} player(s)")
         self.multiseat = self.num_players > 1 and opponent != "random"
@@ -163,9 +176,13 @@ class TextArenaEnv(Env):
         # the step cap counts this env's step() calls: the agent's turns, or every seat's in multi-seat mode
         turns = int(getattr(self._ta, "max_turns", 0) or 0) or (9 if type(self._ta).__name__ == "TicTacToeEnv" else 100)
         self.max_steps = int(max_steps or turns * (self.num_players if self.multiseat else 1))
-        self.instructions = (f"TextArena {game}. Answer with one move in the game's format, e.g. "
-                             "[4]. An illegal move is refused (the game may count it against you).")
+        #: the move format in the game's own words (its player prompt), shown in the instructions (system message)
+        self.format_hint = " or ".join(self._examples[:2])
+        self.instructions = (f"TextArena {game}. Answer with one move in the game's format"
+                             + (f", e.g. {self.format_hint}" if self.format_hint else " (see the rules)")
+                             + ". An illegal move is refused (the game may count it against you).")
         self._rng_state: Any = None
+        self._last_text = ""
         self._opp_rng = random.Random(0)
         self._agent_seat = 0
         self._done = True
@@ -173,10 +190,15 @@ class TextArenaEnv(Env):
         self._steps = 0
 
     def _players(self) -> int:
+        """The smallest player count the game accepts; its player prompt's format examples are kept too."""
+        import textarena as ta
+
         for n in range(1, 16):
             saved = random.getstate()
             try:
                 self._ta.reset(num_players=n, seed=0)
+                prompts = [str(m) for _, m, kind in self._ta.get_observation()[1] if kind == ta.ObservationType.PROMPT]
+                self._examples = format_examples("\n".join(prompts))
                 return n
             except (AssertionError, ValueError, KeyError, IndexError):
                 continue
@@ -216,6 +238,16 @@ class TextArenaEnv(Env):
             except (KeyError, AttributeError, TypeError, IndexError):
                 return None
         return listed_moves(text)
+
+    def action_spec(self) -> ActionSpec:
+        """Constrained decoding where this adapter lists the legal moves (now, after a reset); else free text
+        with the game's own format examples (module docstring, Actions)."""
+        legal = self._moves(self._last_text) if not self._done else None
+        # computed from the game state at every step (LEGAL_MOVES): constrained decoding never meets a step
+        # without a list; a board's "Available moves:" line may be missing on some turns, so those stay free text
+        return ActionSpec(legal_actions=bool(legal) and self._legal is not None,
+                          examples=tuple(legal or self._examples),
+                          format_hint=self.format_hint)
 
     def _observe(self) -> tuple[int, str]:
         import textarena as ta
@@ -257,6 +289,7 @@ class TextArenaEnv(Env):
         pid, text = self._call(self._observe)
         if not self.multiseat and self.num_players > 1:
             pid, text, _ = self._opponents_move(pid, text)
+        self._last_text = text
         info = self._info(pid, text)
         if self.multiseat and self.opponent != "self":
             info.update(opponent=self.opponent, opponent_base_url=self.opponent_base_url,

@@ -54,7 +54,7 @@
     var h = location.hash.replace(/^#/, "").split("&");
     h.forEach(function (kv) {
       var p = kv.split("=");
-      if (p[0] === "run") state.run = +p[1] || 0;
+      if (p[0] === "run") { state.run = +p[1] || 0; state.runGiven = true; }
       if (p[0] === "it") state.it = p[1];
       if (p[0] === "sg") state.sg = p[1] === "" ? null : +p[1];
     });
@@ -140,10 +140,14 @@
     PANELS.forEach(function (p) {
       var series = [], markers = [];
       runs.forEach(function (run, ri) {
+        var drawn = [];  /* metrics of this run equal at every point (success and score of a won/lost env) are one line */
         p[1].forEach(function (key, ki) {
           var y = run.metrics[key]; if (!y) return;
+          var same = drawn.filter(function (d) { return JSON.stringify(d.y) === JSON.stringify(y); })[0];
+          if (same) { same.series.label += " = " + (runs.length > 1 ? key.split("/").pop() : key); return; }
           var label = runs.length > 1 ? run.name + (p[1].length > 1 ? " " + key.split("/").pop() : "") : key;
-          series.push({ label: label, color: COLORS[(ri + (runs.length > 1 ? 0 : ki)) % COLORS.length], dash: ki ? "4,3" : "", x: run.metrics.iteration, y: y });
+          var sr = { label: label, color: COLORS[(ri + (runs.length > 1 ? 0 : ki)) % COLORS.length], dash: ki ? "4,3" : "", x: run.metrics.iteration, y: y };
+          series.push(sr); drawn.push({ y: y, series: sr });
         });
         run.alerts.forEach(function (a) { markers.push({ x: a.iteration, label: run.name + ": " + a.kind + " — " + a.message }); });
       });
@@ -224,6 +228,7 @@
   }
   function samplesSection(run, ri, container) {
     container.textContent = "";
+    container.setAttribute("data-run", String(ri));
     var its = run.sample_iterations || [];
     if (!its.length) { container.appendChild(el("p", { "class": "muted", text: "No samples/iter_N.jsonl in this run (train.sample_groups=0, or a run made before they existed)." })); return; }
     if (state.it === null || its.indexOf(+state.it) < 0) state.it = String(its[its.length - 1]);
@@ -322,6 +327,10 @@
     app.appendChild(el("h2", { text: "learning curves" })); app.appendChild(runCurves(runs));
     app.appendChild(el("h2", { text: "trajectories with per-step credit" }));
     if (state.run >= runs.length) state.run = 0;
+    if (!state.runGiven) {  /* no run in the link: open on the first run with step credit (A_S) to show */
+      var withCredit = runs.map(function (r) { return !!r.step_credit; }).indexOf(true);
+      if (withCredit >= 0) state.run = withCredit;
+    }
     var holder = el("div", { id: "samples" });
     if (runs.length > 1) {
       var rs = el("select", { id: "run-select", onchange: function () { state.run = +rs.value; state.it = null; state.sg = null; writeHash(); samplesSection(runs[state.run], state.run, holder); } });
