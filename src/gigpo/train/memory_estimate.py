@@ -160,8 +160,8 @@ def peak_bytes(cfg, dims: dict[str, int], prompt_tokens: int) -> tuple[int, str]
     trajectories = int(cfg.rollout.groups) * int(cfg.rollout.group_size)
     kv = trajectories * tokens * layers * 2 * dims["kv_dim"] * dims["bytes_per_param"]
     total = PROCESS_BYTES + weights + max(activations, kv)
-    how = (f"process and model {_human(PROCESS_BYTES + weights)} + a micro-batch's activations "
-           f"{_human(activations)} (optim.micro_batch_size={mb} x {tokens} tokens x {layers} layers)")
+    how = (f"process and model {human_bytes(PROCESS_BYTES + weights)} + a micro-batch's activations "
+           f"{human_bytes(activations)} (optim.micro_batch_size={mb} x {tokens} tokens x {layers} layers)")
     return total, how
 
 
@@ -172,8 +172,8 @@ def check_peak_memory(cfg, dims: dict[str, int], prompt_tokens: int, limit: int 
     need, how = peak_bytes(cfg, dims, prompt_tokens)
     if limit is None or need <= limit:
         return None
-    return (f"one iteration is estimated to peak at {_human(need)} ({how}; prompts of {prompt_tokens} tokens), "
-            f"more than this machine's {_human(limit)}: lower optim.micro_batch_size (it sets the peak, not the "
+    return (f"one iteration is estimated to peak at {human_bytes(need)} ({how}; prompts of {prompt_tokens} tokens), "
+            f"more than this machine's {human_bytes(limit)}: lower optim.micro_batch_size (it sets the peak, not the "
             "math), prompt.max_prompt_tokens or prompt.history_length, or set model.gradient_checkpointing=true")
 
 
