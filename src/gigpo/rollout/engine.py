@@ -3,6 +3,8 @@ the learner's own model. The engine contract is :mod:`gigpo.rollout.engines`."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -248,10 +250,14 @@ def _shared_prefill(model, prompts, ids, attn, pos, pad_id: int, min_tokens: int
 
 def cache_arg(model) -> str:
     """The name a model's forward takes its KV cache by: transformers >= 5.x ``cache``, older
-    ``past_key_values``."""
-    import inspect
+    ``past_key_values``; read off the base model's signature (a peft wrapper passes either through as kwargs)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return _cache_arg_of(type(base))
 
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+@functools.cache
+def _cache_arg_of(model_type: type) -> str:
+    return "cache" if "cache" in inspect.signature(model_type.forward).parameters else "past_key_values"
 
 
 class IndexTensors:
