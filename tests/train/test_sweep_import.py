@@ -54,5 +54,8 @@ def test_sweep_import_records_the_module_and_eval_and_resume_find_it(tmp_path):
 def test_sweep_import_of_a_missing_module_is_one_line(tmp_path):
     res = _gigpo(tmp_path, "sweep", "--import", "no_such_module_43", "--seeds", "1", "env=x")
     assert res.returncode == 2
-    assert res.stderr.strip() == ("gigpo sweep: error: --import no_such_module_43: no module named "
-                                  "'no_such_module_43' (looked in sys.path and the current directory)")
+    line = res.stderr.strip()
+    assert "\n" not in line and line.startswith(
+        "gigpo sweep: error: --import no_such_module_43: no module named 'no_such_module_43' (looked in sys.path "
+        "and the current directory")
+    assert "--import takes a module name" in line  # and says what --import takes (issue 39)

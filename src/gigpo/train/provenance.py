@@ -24,11 +24,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from gigpo.safefiles import replace_text
+from gigpo.safefiles import read_regular_text, replace_text
 
 log = logging.getLogger(__name__)
 
 ENVIRONMENT_FILE = "environment.json"
+#: environment.json is a few hundred bytes per start: anything near this is not gigpo's
+ENVIRONMENT_MAX_BYTES = 16 * 2**20
 #: the record's keys that decide a run's numbers (a difference in any of them is reported on resume); the
 #: others (hostname-free machine description, Python) are there for the reader
 NUMERIC_KEYS = ("torch", "cpu_capability", "aten_cpu_capability", "device", "cuda_device", "numpy",
@@ -97,9 +99,10 @@ def read_environment(run_dir: str | Path) -> list[dict[str, Any]]:
     """The run's records, oldest first; [] when the run has none (made before this file existed) or it is not a
     list of records (a damaged informational file must not stop a resume)."""
     path = Path(run_dir) / ENVIRONMENT_FILE
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+    try:  # bounded, regular files only: a FIFO planted there must not block a resume (safefiles)
+        text, _cut = read_regular_text(path, ENVIRONMENT_MAX_BYTES)
+        data = json.loads(text)
+    except (OSError, ValueError):  # NotRegularFile is an OSError; a cut file is not valid JSON
         return []
     return [r for r in data if isinstance(r, dict)] if isinstance(data, list) else []
 
