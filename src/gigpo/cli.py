@@ -26,21 +26,6 @@ def _import_env_modules(args: argparse.Namespace) -> None:
     import_env_modules(getattr(args, "imports", None) or [])
 
 
-def _import_recorded(path: str, args: argparse.Namespace) -> None:
-    """The ``--import`` modules a run recorded (its environment.json), imported before its config is read, so
-    ``--resume RUN`` and ``eval --checkpoint RUN`` find its env; one that cannot be imported is one error naming
-    it and the run."""
-    from gigpo.envs.registry import EnvImportError, import_env_modules
-    from gigpo.train.provenance import recorded_imports
-
-    recorded = recorded_imports(path)
-    try:
-        import_env_modules([n for n in recorded if n not in (getattr(args, "imports", None) or [])])
-    except EnvImportError as err:
-        raise EnvImportError(f"{err} (run {path} was trained with --import {' --import '.join(recorded)}: run "
-                             "this where that module is importable, e.g. its directory)") from None
-
-
 def _train(args: argparse.Namespace) -> int:
     try:
         return _train_run(args)
@@ -55,6 +40,7 @@ def _train_run(args: argparse.Namespace) -> int:
     from gigpo.envs.registry import EnvImportError
     from gigpo.train.checkpoint import CheckpointError
     from gigpo.train.config import ConfigError, load_config, parse_cli_overrides
+    from gigpo.train.provenance import import_recorded
     from gigpo.train.rundir import NothingToDo, check_fresh_run_dir, plan_resume
 
     try:
@@ -66,7 +52,7 @@ def _train_run(args: argparse.Namespace) -> int:
             if args.config:  # the run's own config.yaml is the config of a resume; a second one would be ignored
                 raise ConfigError("--config cannot be combined with --resume (a resume uses RUN_DIR/config.yaml; "
                                   "change keys with key=value)")
-            _import_recorded(args.resume, args)
+            import_recorded(args.resume, getattr(args, "imports", None) or [])
             plan = plan_resume(args.resume, parse_cli_overrides(args.overrides) if args.overrides else None,
                                allow_config_change=getattr(args, "allow_config_change", False))
             from gigpo.train import distributed
@@ -157,6 +143,7 @@ def _eval(args: argparse.Namespace) -> int:
     from gigpo.train.action_check import NoValidActions
     from gigpo.train.config import ConfigError
     from gigpo.train.evaluate import evaluate_model, format_table
+    from gigpo.train.provenance import import_recorded
 
     overrides = list(args.overrides or [])
     if args.env:
@@ -167,7 +154,7 @@ def _eval(args: argparse.Namespace) -> int:
     try:
         _import_env_modules(args)
         if args.checkpoint:
-            _import_recorded(args.checkpoint, args)
+            import_recorded(args.checkpoint, getattr(args, "imports", None) or [])
         summary, batch = evaluate_model(
             args.checkpoint, model=args.model, config=args.config, overrides=overrides, episodes=args.episodes,
             temperature=args.temperature, seed=args.seed,

@@ -6,7 +6,6 @@ import json
 import logging
 import os
 import random
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -41,13 +40,6 @@ def base_run(tmp_path_factory) -> Path:
     Trainer(cfg).train()
     assert [c.name for c in list_checkpoints(run)] == ["iter_000001", "iter_000002"]
     return run
-
-
-@pytest.fixture
-def run(base_run, tmp_path) -> Path:
-    dst = tmp_path / "run"
-    shutil.copytree(base_run, dst)
-    return dst
 
 
 class _RunsCode:

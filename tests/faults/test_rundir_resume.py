@@ -25,13 +25,6 @@ def base_run(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def run(base_run, tmp_path) -> Path:
-    dst = tmp_path / "run"
-    shutil.copytree(base_run, dst)
-    return dst
-
-
-@pytest.fixture
 def no_model_load(monkeypatch):
     """Fail the test if anything loads a model (the refusals must come first)."""
     def boom(*_a, **_k):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -31,13 +30,6 @@ def base_run(tmp_path_factory) -> Path:
     cfg = load_config(None, SMALL + [f"train.run_dir={run}", "train.iterations=2", "train.sample_groups=2"])
     Trainer(cfg).train()
     return run
-
-
-@pytest.fixture
-def run(base_run, tmp_path) -> Path:
-    dst = tmp_path / "run"
-    shutil.copytree(base_run, dst)
-    return dst
 
 
 def _data(html: Path) -> dict:

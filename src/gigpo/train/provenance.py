@@ -95,6 +95,20 @@ def recorded_imports(path: str | Path) -> list[str]:
     return []
 
 
+def import_recorded(path: str | Path, already: list[str]) -> None:
+    """Import the ``--import`` modules the run at ``path`` recorded (but those in ``already``), before its config
+    is read, so ``--resume RUN`` and ``eval --checkpoint RUN`` find its env; one that cannot be imported is one
+    :class:`EnvImportError` naming it and the run."""
+    from gigpo.envs.registry import EnvImportError, import_env_modules
+
+    recorded = recorded_imports(path)
+    try:
+        import_env_modules([n for n in recorded if n not in already])
+    except EnvImportError as err:
+        raise EnvImportError(f"{err} (run {path} was trained with --import {' --import '.join(recorded)}: run "
+                             "this where that module is importable, e.g. its directory)") from None
+
+
 def read_environment(run_dir: str | Path) -> list[dict[str, Any]]:
     """The run's records, oldest first; [] when the run has none (made before this file existed) or it is not a
     list of records (a damaged informational file must not stop a resume)."""

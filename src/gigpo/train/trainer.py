@@ -213,7 +213,7 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr * group.get("lr_scale", 1.0)
         timings: dict[str, float] = {}
-        t0, c_iteration = time.perf_counter(), time.process_time()
+        t0 = time.perf_counter()
         arec: dict[str, float] = {}
         with self.dp.full_weights():  # FSDP: generation runs on all-gathered weights
             if self.async_rollout is not None:  # collected, by an older policy version, while earlier updates ran
@@ -240,17 +240,15 @@ class Trainer:
         rec.update(adv_stats)
 
         t0, c0 = time.perf_counter(), time.process_time()
-        rec.update(self.update(batch, adv, it, prep, targets))
+        rec.update(self.update(batch, adv, it, prep, targets), **self.passes.take_tally())
         timings["time/update"] = time.perf_counter() - t0 + t_prep
         timings["time/update_cpu"] = time.process_time() - c0 + c_prep  # all threads of this process
-        rec.update(self.passes.take_tally())
         if self.async_rollout is not None:  # version `it` exists: the batches owed to it may start
             self.async_rollout.after_update(it, self.model)
         rec["time/tokens_per_s_update"] = (
             rec["rollout/response_tokens"] * cfg.optim.ppo_epochs / max(timings["time/update"], 1e-9)
         )
         rec.update(after_update(self.engine, self.model, it, batch, prep))  # weight push, engine metrics
-        timings["time/iteration_cpu"] = time.process_time() - c_iteration
         rec.update(timings)
         rec = self.dist.mean_metrics(rec)
         if cfg.train.sample_trajectories and self.dist.is_main:  # rank 0's own groups
@@ -302,10 +300,8 @@ class Trainer:
                 for k, v in stats.items():
                     acc.setdefault(k, []).append(v)
         self.model.eval()
-        rec = {k: float(np.mean(v)) for k, v in acc.items()}
-        rec["update/skipped_steps"] = float(skipped)
-        rec["update/sampler_logprob_gap"] = prep.get("sampler_gap", 0.0)
-        return rec
+        return {**{k: float(np.mean(v)) for k, v in acc.items()}, "update/skipped_steps": float(skipped),
+                "update/sampler_logprob_gap": prep.get("sampler_gap", 0.0)}
 
     def _minibatch_step(self, batch, mb, old, ref, adv_t, critic=None) -> dict | None:
         o, a = self.cfg.optim, self.cfg.algorithm
