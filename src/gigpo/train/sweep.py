@@ -7,6 +7,8 @@ Layout under ``--out DIR``::
     DIR/<name>.md                       final-metrics table (mean ± std over seeds), failed runs, the command
     DIR/<name>_curves.png               learning curves, ±1 std bands, one line per cell
     DIR/<name>_final_<param>.png        final metric vs each numeric grid parameter
+    DIR/<name>_paired.json              with ``--paired A,B``: the arms, their runs and the paired statistics
+                                        (also printed and appended to <name>.md; :mod:`gigpo.train.sweep_paired`)
 
 ``<hash>`` is taken over the fully resolved config (minus seed, run dir and progress bar), so two sweeps that share
 ``DIR`` with different ``--name`` reuse each other's runs whenever the configs are identical.
@@ -31,6 +33,7 @@ from pathlib import Path
 from gigpo.safefiles import json_lines
 from gigpo.train.config_secrets import mask_override
 from gigpo.train.sweep_aggregate import aggregate, write_outputs
+from gigpo.train.sweep_paired import compare_spec, markdown, paired_json, resolve_paired, write_json
 
 #: config keys the sweep sets itself (a user override of them would break the layout or the seed axis)
 RESERVED = ("train.seed", "train.run_dir", "train.progress")
@@ -287,7 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "  gigpo sweep --config bench-sokoban --seeds 3 --workers 2 algorithm=grpo,rloo,gigpo\n"
                     "  gigpo sweep --config bench-sokoban algorithm=gigpo algorithm.step_weight=0,0.4,0.8\n"
                     "key=v1,v2,... forms the grid (cartesian product); key=v is a fixed override. The seed axis is\n"
-                    "train.seed. Rerunning skips finished runs; failed runs are listed, never hidden.",
+                    "train.seed. Rerunning skips finished runs; failed runs are listed, never hidden.\n"
+                    "  gigpo sweep --config lock --seeds 8 --paired grpo,gigpo algorithm=grpo,gigpo\n"
+                    "compares two arms seed by seed (paired differences, bootstrap CI, sign test, verdict).",
     )
     p.add_argument("--config", help="YAML file or preset name in configs/ (default: quickstart)")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
@@ -304,6 +309,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--smooth", type=int, default=1, help="moving-average window of the plotted curves")
     p.add_argument("--timeout", type=float, default=None, help="seconds per run before it is killed (failed)")
     p.add_argument("--aggregate-only", action="store_true", help="do not train; aggregate what exists")
+    p.add_argument("--paired", default="", metavar="A,B",
+                   help="compare arm B with arm A on the same seeds (two values of one grid key, e.g. grpo,gigpo "
+                        "or algorithm=grpo,algorithm=gigpo): per seed B - A of sampled success AUC and final "
+                        "held-out success, mean with bootstrap 95%% CI, better/worse/tie, two-sided sign test, "
+                        "verdict by docs/results/credit.md's rule; runs seed-major")
     p.add_argument("params", nargs="*", metavar="key=v1,v2,...")
     return p
 
@@ -321,6 +331,7 @@ def sweep_main(argv: list[str]) -> int:
         cells = build_cells(config, grid, fixed)
         if args.seeds < 1 or args.workers < 1 or args.last_k < 1:
             raise ValueError("--seeds, --workers and --last-k must be >= 1")
+        spec = resolve_paired(split_values(args.paired), grid, cells, args.seeds) if args.paired else None
     except (ConfigError, ValueError, EnvImportError) as e:
         print(f"gigpo sweep: error: {e}", file=sys.stderr)
         return 2
@@ -328,6 +339,7 @@ def sweep_main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     seeds = list(range(args.seed_start, args.seed_start + args.seeds))
     t0 = time.perf_counter()
+    paired_file = out / f"{args.name}_paired.json"
     if args.aggregate_only:
         for cell in cells:
             for s in seeds:
@@ -336,12 +348,25 @@ def sweep_main(argv: list[str]) -> int:
                              error="" if run_finished(c.runs[s], c.iterations) else "not finished")
                    for c in cells for s in seeds]
     else:
+        if spec is not None:  # the arms' runs are known before training: `gigpo view --serve` pairs them live
+            for cell in cells:
+                for s in seeds:
+                    cell.runs[s] = _find_existing(out, cell, s) or out / "cells" / cell.key / f"seed{s}"
+            write_json(paired_file, paired_json(spec, seeds, out, None))
         results = run_sweep(config, cells, seeds, out, args.workers, args.threads, args.timeout,
-                            imports=args.imports)
+                            order="seed" if spec is not None else "cell", imports=args.imports)
     failed = [r for r in results if r.status == "failed"]
     agg = aggregate(cells, seeds, args.last_k)
     command = "gigpo sweep " + " ".join(argv)
     files = write_outputs(out, args.name, agg, grid, failed, command, args.last_k, args.smooth)
+    if spec is not None:
+        compared = compare_spec(spec, seeds)
+        text = markdown(spec.key, spec.a, spec.b, compared, seeds)
+        print(text)
+        with files[1].open("a", encoding="utf-8") as f:
+            f.write("\n" + text)
+        write_json(paired_file, paired_json(spec, seeds, out, compared))
+        files.append(paired_file)
     print(f"sweep finished in {time.perf_counter() - t0:.0f}s; {len(failed)} failed run(s)")
     for r in failed:
         print(f"  FAILED {r.cell.label} seed={r.seed}: {r.error.splitlines()[0] if r.error else ''} "
