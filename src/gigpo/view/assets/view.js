@@ -303,6 +303,7 @@
       }))));
     });
     app.appendChild(t);
+    (sw.paired || []).forEach(function (pc) { pairedView(app, pc); });
     app.appendChild(el("h2", { text: "mean curves over seeds (bands: ± 1 std)" }));
     var wrap = el("div", { "class": "charts", id: "curves" });
     var keys = {}; sw.cells.forEach(function (c) { Object.keys(c.curves).forEach(function (k) { keys[k] = 1; }); });
@@ -310,6 +311,32 @@
       wrap.appendChild(chart(k, sw.cells.filter(function (c) { return c.curves[k]; }).map(function (c, i) { return { label: c.name, color: COLORS[sw.cells.indexOf(c) % COLORS.length], x: c.curves[k].iteration, y: c.curves[k].mean, band: c.curves[k].std }; })));
     });
     app.appendChild(wrap);
+  }
+
+  function pairedView(app, pc) {  /* gigpo sweep --paired A,B: B − A per seed, recomputed from the runs */
+    if (pc.note) { app.appendChild(el("div", { "class": "note", text: pc.name + ": " + pc.note })); return; }
+    app.appendChild(el("h2", { text: "paired comparison (" + pc.name + "): " + pc.key + " " + pc.a + " (A) → " + pc.b + " (B)" }));
+    app.appendChild(el("div", { "class": "muted", text: "per seed B − A; mean [bootstrap 95% CI]; better/worse/tie seeds; two-sided sign test. Verdict: " + pc.rule + "." }));
+    var words = { "B helps": pc.b + " helps", "B hurts": pc.b + " hurts" };
+    var t = el("table", { "class": "paired-table" }, [el("tr", {}, ["comparison", "metric", "seeds", "A", "B", "B − A [95% CI]", "better/worse/tie", "sign p", "verdict"].map(function (h) { return el("th", { text: h }); }))]);
+    var s = el("table", { "class": "paired-seeds" }, [el("tr", {}, ["comparison", "seed", "AUC A", "AUC B", "ΔAUC", "held-out A", "held-out B", "Δheld-out", "untrained held-out A / B"].map(function (h) { return el("th", { text: h }); }))]);
+    function sg(v) { return v === null || v === undefined ? "–" : (v >= 0 ? "+" : "") + fmt(v); }
+    pc.comparisons.forEach(function (c) {
+      var label = c.label || (pc.a + " → " + pc.b);
+      Object.keys(pc.metrics).forEach(function (m) {
+        var r = c.metrics[m];
+        t.appendChild(el("tr", {}, [label, pc.metrics[m], String(r.seeds.length), fmt(r.mean_a), fmt(r.mean_b), sg(r.mean_diff) + " [" + sg(r.lo) + ", " + sg(r.hi) + "]", r.better + "/" + r.worse + "/" + r.ties, fmt(r.p), words[r.verdict] || r.verdict].map(function (v, j) { return el("td", { "class": j >= 2 && j < 8 ? "num" : "", text: v }); })));
+      });
+      var auc = c.metrics.auc, fin = c.metrics.final_eval, seeds = {};
+      auc.seeds.concat(fin.seeds).forEach(function (x) { seeds[x] = 1; });
+      Object.keys(seeds).map(Number).sort(function (x, y) { return x - y; }).forEach(function (seed) {
+        function cols(r) { var j = r.seeds.indexOf(seed); return j < 0 ? ["–", "–", "–"] : [fmt(r.a[j]), fmt(r.b[j]), sg(r.diff[j])]; }
+        var init = fmt(c.initial_eval.a[seed]) + " / " + fmt(c.initial_eval.b[seed]);
+        s.appendChild(el("tr", {}, [label, String(seed)].concat(cols(auc), cols(fin), [init]).map(function (v, j) { return el("td", { "class": j ? "num" : "", text: v }); })));
+      });
+    });
+    app.appendChild(t);
+    app.appendChild(el("details", {}, [el("summary", { text: "per seed" }), s]));
   }
 
   /* ---------------------------------------------------------------- page */
@@ -346,7 +373,7 @@
     }
   }
   function signature(d) {
-    return JSON.stringify((d.runs || []).map(function (r) { return [r.iterations_done, r.sample_iterations.length, r.alerts.length, r.metrics.iteration.length]; })) + (d.sweep ? JSON.stringify(d.sweep.table) : "");
+    return JSON.stringify((d.runs || []).map(function (r) { return [r.iterations_done, r.sample_iterations.length, r.alerts.length, r.metrics.iteration.length]; })) + (d.sweep ? JSON.stringify(d.sweep.table) + JSON.stringify(d.sweep.paired) : "");
   }
   render();
   document.body.setAttribute("data-rendered", "1");
