@@ -1,6 +1,7 @@
 """The evidence benchmark for the step-level term: paired-seed arms on `lock` (two sizes) and, when registered,
 `alfworld-gen`, plus the ω sweep; the paired difference of success AUC and final success per comparison with a
-bootstrap 95% CI and a two-sided sign test (statistics: benchmarks/credit_bridge.py ``paired``).
+bootstrap 95% CI and a two-sided sign test (statistics: :mod:`gigpo.train.paired_stats`, through
+benchmarks/credit_bridge.py ``paired``; the same code as ``gigpo sweep --paired``).
 
 Every run goes through :func:`gigpo.train.sweep.run_sweep` (subprocess per run, resumable, failures reported,
 seed-major order so an interrupted benchmark still has paired seeds). Equivalent `gigpo sweep` commands (they
@@ -12,6 +13,10 @@ share OUT, so identical configs are reused by hash):
         algorithm=grpo,gigpo,hgpo,rloo,rloo+step,dapo,dapo+step
     gigpo sweep --config lock --seeds 8 --out OUT --name omega algorithm=gigpo \
         algorithm.step_weight=0.4,0.8,1.2,2.0        # ω = 0 is the grpo arm, ω = 1 the gigpo arm
+
+One comparison of a study, with its statistics, in one command (it reuses the runs above by hash):
+
+    gigpo sweep --config lock --seeds 8 --out OUT --name lock5 --paired grpo,gigpo algorithm=grpo,gigpo
 
 Every arm of a study gets the same config except ``algorithm`` (and ω); DAPO's preset adds dynamic sampling,
 which collects extra rounds, so its env steps per iteration are not equal to the others' (reported as such).

@@ -26,6 +26,7 @@ order, so a partial run still pairs seeds), equivalent to::
 Statistic per rung: success AUC = mean over iterations of the fraction of won trajectories; the paired
 difference (B − A) per seed, its mean with a percentile-bootstrap 95% CI over seeds (10 000 resamples) and the
 two-sided exact sign test p (ties dropped). Same for final success (mean of the last 10 iterations).
+One implementation: :mod:`gigpo.train.paired_stats` (``gigpo sweep --paired`` uses it too).
 
     python benchmarks/credit_bridge.py tabular [--seeds 16] [--out runs/credit_bridge]
     python benchmarks/credit_bridge.py model [--seeds 8] [--out runs/credit_bridge] [--rungs M3,M4]
@@ -36,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -47,6 +47,7 @@ import numpy as np
 
 from gigpo.algo import compute_advantages
 from gigpo.envs.lock import LockEnv
+from gigpo.train.paired_stats import paired_stat
 
 LOCK = dict(rooms=5, actions=4, traps=1, trap="reset", max_steps=15, lock_seed=0)  # = configs/lock.yaml
 GROUPS, GROUP_SIZE, ITERS = 4, 8, 60
@@ -193,30 +194,19 @@ def train_tabular(rung: str, adv_fn: AdvFn, seed: int, lr: float | None = None, 
 
 # ---------------------------------------------------------------- statistics
 def paired(a: dict[int, list[float]], b: dict[int, list[float]], last_k: int = 10) -> dict:
-    """Paired AUC and final-success differences B − A over the seeds both ran."""
-    seeds = sorted(set(a) & set(b))
-    res: dict = {"seeds": len(seeds)}
+    """Paired AUC and final-success differences B − A over the seeds both ran (the statistics and the verdict:
+    :mod:`gigpo.train.paired_stats`, the implementation behind ``gigpo sweep --paired``)."""
+    res: dict = {"seeds": len(set(a) & set(b))}
     for name, f in (("auc", lambda c: float(np.mean(c))), ("final", lambda c: float(np.mean(c[-last_k:])))):
-        fa = np.array([f(a[s]) for s in seeds])
-        fb = np.array([f(b[s]) for s in seeds])
-        d = fb - fa
-        boot = np.random.default_rng(0).choice(d, size=(10_000, d.size)).mean(1) if d.size else np.zeros(1)
-        wins, losses = int((d > 0).sum()), int((d < 0).sum())
-        n = wins + losses
-        p = min(1.0, 2 * sum(math.comb(n, j) for j in range(max(wins, losses), n + 1)) / 2**n) if n else 1.0
-        res[name] = dict(a=float(fa.mean()) if d.size else math.nan, b=float(fb.mean()) if d.size else math.nan,
-                         diff=float(d.mean()) if d.size else math.nan, lo=float(np.percentile(boot, 2.5)),
-                         hi=float(np.percentile(boot, 97.5)), wins=wins, losses=losses, p=p)
+        s = paired_stat({k: f(c) for k, c in a.items() if len(c)}, {k: f(c) for k, c in b.items() if len(c)})
+        res[name] = dict(a=s.mean_a, b=s.mean_b, diff=s.mean_diff, lo=s.lo, hi=s.hi, wins=s.better,
+                         losses=s.worse, p=s.p, verdict=s.verdict)
     return res
 
 
 def verdict(r: dict) -> str:
-    s = r["auc"]
-    if s["p"] < 0.05 and s["lo"] > 0:
-        return "B helps"
-    if s["p"] < 0.05 and s["hi"] < 0:
-        return "B hurts"
-    return "cannot be told apart"
+    """The verdict on the AUC difference (docs/results/credit.md's rule)."""
+    return r["auc"]["verdict"]
 
 
 def row_md(label: str, r: dict) -> str:

@@ -1,8 +1,11 @@
-"""Paired per-seed comparison of two sweep cells (same seed = same initial weights and task draws).
+"""Paired per-seed comparison of two sweep cells found in one or more ``gigpo sweep`` output folders (same seed =
+same initial weights and task draws), e.g. runs of one arm spread over two sweeps.
 
-Reads ``<sweep dir>/cells/<cell>-<hash>/seed<k>/metrics.jsonl`` from one or more ``gigpo sweep`` output folders,
-takes every seed that both cells ran, and prints per-seed final metrics, the paired differences B − A, how many
-seeds B won, and the one-sided sign-test p-value P(at least that many wins | no difference) = Σ C(n,k)/2^n.
+Reads ``<sweep dir>/cells/<cell>-<hash>/seed<k>/metrics.jsonl``, takes every seed that both cells finished, and
+prints what ``gigpo sweep --paired A,B`` prints (the same code, :mod:`gigpo.train.sweep_paired`): per seed B − A
+of sampled success AUC and of final held-out success, the mean with a bootstrap 95% CI, better/worse/tie counts,
+the two-sided exact sign test and the verdict by docs/results/credit.md's rule. Within one sweep, use
+``gigpo sweep ... --paired A,B`` itself.
 
     python benchmarks/paired_seeds.py runs/sparse_credit runs/sparse_credit_more \
         --a algorithm=grpo --b algorithm=gigpo
@@ -12,22 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import statistics
 from pathlib import Path
 
-
-def final_metrics(path: Path, last_k: int) -> dict[str, float]:
-    """Mean training success over the last ``last_k`` iterations and the last held-out evaluation."""
-    recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    train = [r for r in recs if "rollout/success_rate" in r]
-    evals = [r["eval/success_rate"] for r in recs if r.get("eval/success_rate") is not None]
-    tail = train[-last_k:]
-    return {
-        "final_success": sum(r["rollout/success_rate"] for r in tail) / len(tail),
-        "final_eval_success": evals[-1] if evals else float("nan"),
-        "iterations": float(train[-1]["iteration"]) if train else 0.0,
-    }
+from gigpo.safefiles import json_lines
+from gigpo.train.sweep_paired import compare, markdown, seed_values
 
 
 def runs_of(dirs: list[Path], cell: str) -> dict[int, Path]:
@@ -39,47 +30,32 @@ def runs_of(dirs: list[Path], cell: str) -> dict[int, Path]:
                 continue
             for seed_dir in cell_dir.glob("seed*"):
                 f = seed_dir / "metrics.jsonl"
-                if f.is_file():
+                if f.is_file() and seed_dir.name[4:].isdigit():
                     out[int(seed_dir.name[4:])] = f
     return out
 
 
-def sign_test(wins: int, n: int) -> float:
-    return sum(math.comb(n, k) for k in range(wins, n + 1)) / 2**n
+def values(path: Path) -> dict[str, float] | None:
+    """:func:`gigpo.train.sweep_paired.seed_values` of a run, its length read off its last training record."""
+    recs = [json.loads(ln) for ln in json_lines(path.read_text(encoding="utf-8")) if ln.strip()]
+    its = [r["iteration"] for r in recs if "rollout/success_rate" in r and isinstance(r.get("iteration"), int)]
+    return seed_values(recs, max(its)) if its else None
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dirs", nargs="+", type=Path)
     ap.add_argument("--a", required=True, help="baseline cell, e.g. algorithm=grpo")
     ap.add_argument("--b", required=True, help="compared cell, e.g. algorithm=gigpo")
-    ap.add_argument("--last-k", type=int, default=10)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     ra, rb = runs_of(args.dirs, args.a), runs_of(args.dirs, args.b)
     seeds = sorted(set(ra) & set(rb))
     if not seeds:
         raise SystemExit(f"no seed ran both {args.a} and {args.b} in {', '.join(map(str, args.dirs))}")
-    for metric in ("final_success", "final_eval_success"):
-        rows = []
-        for s in seeds:
-            fa, fb = final_metrics(ra[s], args.last_k), final_metrics(rb[s], args.last_k)
-            rows.append((s, fa[metric], fb[metric]))
-        diffs = [b - a for _, a, b in rows]
-        wins, ties = sum(d > 0 for d in diffs), sum(d == 0 for d in diffs)
-        n = len(diffs) - ties
-        print(f"\n{metric}: {args.a} vs {args.b}, {len(seeds)} seeds")
-        print("| seed | " + args.a + " | " + args.b + " | difference |\n|---|---|---|---|")
-        for s, a, b in rows:
-            print(f"| {s} | {a:.3f} | {b:.3f} | {b - a:+.3f} |")
-        mean_a = statistics.mean(a for _, a, _ in rows)
-        mean_b = statistics.mean(b for _, _, b in rows)
-        sd = statistics.stdev(diffs) if len(diffs) > 1 else float("nan")
-        print(
-            f"mean {mean_a:.3f} vs {mean_b:.3f}; paired difference {statistics.mean(diffs):+.3f} ± {sd:.3f} (std); "
-            f"{args.b} higher on {wins}/{len(diffs)} seeds ({ties} ties); one-sided sign test p = "
-            f"{sign_test(wins, n) if n else float('nan'):.3f}"
-        )
+    result = compare({s: values(ra[s]) for s in seeds}, {s: values(rb[s]) for s in seeds})
+    print(markdown("cell", args.a, args.b, [{"label": "", **result}], seeds))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

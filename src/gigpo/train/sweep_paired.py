@@ -158,6 +158,13 @@ def _f(x: float, sign: bool = False) -> str:
     return f"{x:+.3f}" if sign else f"{x:.3f}"
 
 
+def _seed_cols(st: PairedStat, seed: int) -> str:
+    if seed not in st.seeds:
+        return "— | — | —"
+    j = st.seeds.index(seed)
+    return f"{_f(st.a[j])} | {_f(st.b[j])} | {_f(st.diff[j], True)}"
+
+
 def markdown(spec_key: str, a: str, b: str, results: list[dict], seeds: list[int]) -> str:
     """The summary table, the per-seed table and the rule, as markdown (printed and written to ``<name>.md``)."""
     lines = [f"## Paired comparison: {spec_key} {a} (A) → {b} (B)", "",
@@ -182,14 +189,8 @@ def markdown(spec_key: str, a: str, b: str, results: list[dict], seeds: list[int
         init = r["initial_eval"]
         for s in sorted(set(auc.seeds) | set(fin.seeds)):
             ia, ib = (_f(init[k].get(s, math.nan)) for k in ("a", "b"))
-
-            def cols(st: PairedStat) -> str:
-                if s not in st.seeds:
-                    return "— | — | —"
-                j = st.seeds.index(s)
-                return f"{_f(st.a[j])} | {_f(st.b[j])} | {_f(st.diff[j], True)}"
-
-            lines.append(f"| {r['label'] or f'{a} → {b}'} | {s} | {cols(auc)} | {cols(fin)} | {ia} / {ib} |")
+            lines.append(f"| {r['label'] or f'{a} → {b}'} | {s} | {_seed_cols(auc, s)} | {_seed_cols(fin, s)} | "
+                         f"{ia} / {ib} |")
         missing = [s for s in seeds if s not in auc.seeds]
         if missing:
             lines.append(f"| {r['label'] or f'{a} → {b}'} | not paired (a run unfinished or failed): "
