@@ -1,6 +1,7 @@
 """The report in a real browser: headless Chromium (Debian's `chromium` package; CI installs it) runs the page's
 script from disk, and the rendered DOM holds the curves, the trajectories with per-step credit and a step group."""
 
+import json
 import os
 import re
 import shutil
@@ -92,9 +93,15 @@ def test_chromium_renders_a_sweep_with_its_table_and_seed_bands(runs, tmp_path):
     for name, run in runs.items():
         for seed in (0, 1):
             shutil.copytree(run, sweep / "cells" / f"{name}-abc" / f"seed{seed}")
+    pair = {"label": "", "a_iterations": 3, "b_iterations": 3,
+            "a_runs": {"0": "cells/grpo-abc/seed0", "1": "cells/grpo-abc/seed1"},
+            "b_runs": {"0": "cells/gigpo-abc/seed0", "1": "cells/gigpo-abc/seed1"}}
+    (sweep / "sweep_paired.json").write_text(json.dumps({"key": "algorithm", "a": "grpo", "b": "gigpo",
+                                                         "pairs": [pair]}))
     out = tmp_path / "sweep.html"
     assert cli_main(["view", str(sweep), "--out", str(out)]) == 0
     dom = chromium("--virtual-time-budget=3000", "--dump-dom", out.as_uri())
     assert 'data-rendered="1"' in dom and 'id="sweep-table"' in dom
+    assert 'class="paired-table"' in dom and "sampled success AUC" in dom and "grpo (A) → gigpo (B)" in dom
     assert dom.count("algorithm.name=g") >= 2  # the cells, named by the grid key
     assert "<polygon" in dom  # the ±1 std bands

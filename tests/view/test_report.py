@@ -125,6 +125,31 @@ def test_a_sweep_directory_shows_cells_with_mean_curves_and_the_table(runs, tmp_
     assert cli_main(["view", str(sweep), str(runs["gigpo"])]) == 2  # a sweep is viewed alone
 
 
+def test_a_sweeps_paired_comparison_is_recomputed_from_its_runs(runs, tmp_path):
+    import json
+
+    from gigpo.train.sweep_paired import compare, read_run
+
+    sweep = tmp_path / "sweep"
+    for name, run in runs.items():
+        for seed in (0, 1):
+            shutil.copytree(run, sweep / "cells" / f"{name}-abc" / f"seed{seed}")
+    pair = {"label": "", "a_iterations": 3, "b_iterations": 3,
+            "a_runs": {"0": "cells/grpo-abc/seed0", "1": "cells/grpo-abc/seed1"},
+            "b_runs": {"0": "cells/gigpo-abc/seed0", "1": "cells/gigpo-abc/seed1", "2": "../../etc"}}
+    (sweep / "s_paired.json").write_text(json.dumps(
+        {"key": "algorithm", "a": "grpo", "b": "gigpo", "pairs": [pair], "results": None}))
+    (sweep / "bad_paired.json").write_text('{"key": "algorithm", "pairs": [')
+    paired = build_data([str(sweep)])["sweep"]["paired"]
+    assert paired[0]["name"] == "bad" and "was not read" in paired[0]["note"]
+    view = paired[1]["comparisons"][0]
+    ref = compare({s: read_run(sweep / "cells" / "grpo-abc" / f"seed{s}", 3) for s in (0, 1)},
+                  {s: read_run(sweep / "cells" / "gigpo-abc" / f"seed{s}", 3) for s in (0, 1)})
+    assert view["metrics"]["auc"]["seeds"] == [0, 1]  # the path outside the sweep is no run of it: unpaired
+    assert view["metrics"]["auc"]["diff"] == pytest.approx(ref["metrics"]["auc"]["diff"])
+    assert view["metrics"]["auc"]["better"] + view["metrics"]["auc"]["worse"] + view["metrics"]["auc"]["ties"] == 2
+
+
 def test_serve_answers_on_loopback_and_pages_in_any_iteration(runs):
     server = make_server([str(runs["gigpo"])], port=0)
     assert server.server_address[0] == "127.0.0.1"
