@@ -191,6 +191,13 @@ def _find_existing(out: Path, cell: Cell, seed: int) -> Path | None:
     return None
 
 
+def locate_runs(out: Path, cells: list[Cell], seeds: list[int]) -> None:
+    """Fill ``cell.runs``: a finished run of the same config anywhere under ``out``, else the cell's own dir."""
+    for cell in cells:
+        for s in seeds:
+            cell.runs[s] = _find_existing(out, cell, s) or out / "cells" / cell.key / f"seed{s}"
+
+
 def _has_checkpoint(run_dir: Path) -> bool:
     root = run_dir / "checkpoints"
     return root.exists() and any((p / "trainer_state.json").exists() for p in root.glob("iter_*"))
@@ -255,9 +262,7 @@ def run_sweep(config: str | None, cells: list[Cell], seeds: list[int], out: Path
     explicit list of ``(cell, seed)`` jobs. ``imports``: ``--import`` modules every run needs (``gigpo sweep
     --import``)."""
     env = {**worker_env(workers, threads), **(extra_env or {})}
-    for cell in cells:
-        for s in seeds:
-            cell.runs[s] = _find_existing(out, cell, s) or out / "cells" / cell.key / f"seed{s}"
+    locate_runs(out, cells, seeds)
     if isinstance(order, list):
         jobs = list(order)
     elif order == "seed":
@@ -341,17 +346,13 @@ def sweep_main(argv: list[str]) -> int:
     t0 = time.perf_counter()
     paired_file = out / f"{args.name}_paired.json"
     if args.aggregate_only:
-        for cell in cells:
-            for s in seeds:
-                cell.runs[s] = _find_existing(out, cell, s) or out / "cells" / cell.key / f"seed{s}"
+        locate_runs(out, cells, seeds)
         results = [RunResult(c, s, "done" if run_finished(c.runs[s], c.iterations) else "failed",
                              error="" if run_finished(c.runs[s], c.iterations) else "not finished")
                    for c in cells for s in seeds]
     else:
         if spec is not None:  # the arms' runs are known before training: `gigpo view --serve` pairs them live
-            for cell in cells:
-                for s in seeds:
-                    cell.runs[s] = _find_existing(out, cell, s) or out / "cells" / cell.key / f"seed{s}"
+            locate_runs(out, cells, seeds)
             write_json(paired_file, paired_json(spec, seeds, out, None))
         results = run_sweep(config, cells, seeds, out, args.workers, args.threads, args.timeout,
                             order="seed" if spec is not None else "cell", imports=args.imports)
