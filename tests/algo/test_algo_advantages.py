@@ -39,6 +39,7 @@ def test_gigpo_by_hand() -> None:
     assert s["step_group/mean_size"] == pytest.approx(1.5)
     assert s["step_group/mean_size_per_row"] == pytest.approx((2 * 2 + 2 * 2 + 1 + 1) / 6)
     assert s["num_trajectories"] == 3 and s["num_episode_groups"] == 2
+    assert s["episode_group/signal_frac"] == 0.5  # g0's returns differ (1 vs 0); g1 has one trajectory
 
 
 def test_mean_normalisation_and_step_weight() -> None:

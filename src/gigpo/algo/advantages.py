@@ -302,12 +302,18 @@ def step_labels(rows: Rows, anchors: Any, similarity: float | None, metric: str)
 def _stats(adv, ep_adv, step_adv, traj_return, rows: Rows, step_ids, use_steps) -> dict:
     """JSON-ready per-iteration metrics (python scalars only)."""
     trajs_per_group = np.bincount(rows.group_of_traj, minlength=rows.n_groups)
+    # a group whose trajectories all returned the same gives no episode-level signal (GRPO's "no variance" groups)
+    group_min = np.full(rows.n_groups, np.inf)
+    group_max = np.full(rows.n_groups, -np.inf)
+    np.minimum.at(group_min, rows.group_of_traj, traj_return)
+    np.maximum.at(group_max, rows.group_of_traj, traj_return)
     traj_len = rows.index.traj_len
     stats: dict[str, Any] = {
         "num_rows": int(adv.size),
         "num_trajectories": int(traj_return.size),
         "num_episode_groups": int(rows.n_groups),
         "episode_group/singleton_frac": float((trajs_per_group == 1).mean()),
+        "episode_group/signal_frac": float((group_max > group_min).mean()),
         "traj_len/mean": float(traj_len.mean()),
         "traj_len/max": int(traj_len.max()),
         "episode_return/mean": float(traj_return.mean()),
