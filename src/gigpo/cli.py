@@ -96,7 +96,7 @@ def _train_run(args: argparse.Namespace) -> int:
         print(f"run directory: {trainer.run_dir}")
     from gigpo.agent.constrained import ActionEncodingError
     from gigpo.envs.restore import ReplayDivergence
-    from gigpo.rollout.engine_openai import RemoteEngineError
+    from gigpo.rollout.engines import EngineError
     from gigpo.train.action_check import NoValidActions
     from gigpo.train.dynamic_sampling import RunFailed  # loaded with the trainer already: no import cost
 
@@ -104,9 +104,9 @@ def _train_run(args: argparse.Namespace) -> int:
         last = trainer.train()
     except KeyboardInterrupt:
         return 130
-    # rollout.engine=openai: a server gone for good (after its retries); rollout.branch: an env whose replay left
-    # its recording (not deterministic given seed and actions after all)
-    except (RemoteEngineError, ReplayDivergence) as e:
+    # an engine that cannot go on (e.g. a server gone for good after its retries: the contract's EngineError);
+    # rollout.branch: an env whose replay left its recording (not deterministic given seed and actions after all)
+    except (EngineError, ReplayDivergence) as e:
         from gigpo.train.checkpoint import list_checkpoints
 
         done = list_checkpoints(trainer.run_dir)
