@@ -58,7 +58,7 @@ class EngineError(RuntimeError):
     answer, weights too stale. The message is one line that names what to change."""
 
 
-# The remote engines' errors live here, beside the contract, so engine_openai.py and engine_weights.py (which
+# The remote engines' errors live here, beside the contract, so engines/openai.py and engines/weight_push.py (which
 # pushes for it) both raise them without importing each other.
 class RemoteEngineError(EngineError):
     """A generation request or weight push that failed for good (unreachable, retries spent, malformed answer)."""
