@@ -8,7 +8,6 @@ import sys
 import warnings
 from pathlib import Path
 
-
 #: ``--import``'s help: every kind of plug-in a module may register (docs/design.md "Plug-ins")
 IMPORT_HELP = ("import MODULE first (repeatable): a module that registers envs (gigpo.envs.register), estimators "
                "(gigpo.algo.registry.register_estimator), rollout engines (gigpo.rollout.engines.register_engine), "
