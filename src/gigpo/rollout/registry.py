@@ -188,8 +188,10 @@ def register_engine(name: str, cls: type | None = None, *, section: str = "", de
         caps = getattr(klass, "capabilities", Capabilities())
         if not isinstance(caps, Capabilities):
             raise TypeError(f"engine {name!r}: capabilities must be a gigpo.rollout.engines.Capabilities")
-        if not callable(getattr(klass, "from_config", None)):
-            raise TypeError(f"engine {name!r}: {klass.__qualname__} has no from_config(cfg, bundle, run_dir)")
+        needed = {"from_config": True, "preflight": caps.early_probe, "async_worker": caps.async_rollout == "worker"}
+        for method in [m for m, wanted in needed.items() if wanted and not callable(getattr(klass, m, None))]:
+            whose = "the engine contract" if method == "from_config" else "its capabilities"
+            raise TypeError(f"engine {name!r}: {klass.__qualname__} lacks {method}(), which {whose} need")
         sec = (section or name.replace("-", "_")) if dataclasses.fields(options) else ""
         if sec and not sec.isidentifier():
             raise ValueError(f"engine {name!r}: config section {sec!r} is not an identifier; pass section=")
