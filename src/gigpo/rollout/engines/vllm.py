@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from gigpo.algo.registry import option
-from gigpo.rollout.engines.openai import EngineStats, RemoteEngineError, check_constrained_replay
+from gigpo.rollout.engines.completions_wire import EngineStats
+from gigpo.rollout.engines.openai import RemoteEngineError, check_constrained_replay
 from gigpo.rollout.registry import Capabilities, Generation, register_engine
 
 
