@@ -167,10 +167,6 @@ class EngineSpec:
 #: ``rollout.engine`` name → :class:`EngineSpec`, in registration order (built-ins first).
 ENGINES: dict[str, EngineSpec] = {}
 
-#: ``rollout`` keys an engine's options section may not take (the keys of ``rollout`` itself are checked by the
-#: config schema when it builds the section; these are its fixed choice sub-sections).
-RESERVED_SECTIONS = frozenset({"concat", "dapo", "ray", "branching"})
-
 
 def register_engine(name: str, cls: type | None = None, *, section: str = "", description: str = "") -> Any:
     """Register engine class ``cls`` as ``rollout.engine=name``; without ``cls``, a class decorator.
@@ -179,7 +175,9 @@ def register_engine(name: str, cls: type | None = None, *, section: str = "", de
     ``rollout.<section>``, ``section`` defaulting to ``name``) and ``capabilities`` (:class:`Capabilities`).
     ``description`` (the ``--help`` table's line) defaults to the first line of the class's docstring.
     Registering a name twice replaces the entry only when it is the same class (its module imported again);
-    another class under a taken name, or a section another engine holds, is a ValueError."""
+    another class under a taken name, or a section another engine holds, is a ValueError (a section that is a
+    key of ``rollout`` itself is refused when the config is built:
+    :func:`gigpo.train.config_schema_rollout.rollout_section`)."""
 
     def deco(klass: type) -> type:
         options = getattr(klass, "options", NoOptions)
@@ -195,8 +193,6 @@ def register_engine(name: str, cls: type | None = None, *, section: str = "", de
         sec = (section or name.replace("-", "_")) if dataclasses.fields(options) else ""
         if sec and not sec.isidentifier():
             raise ValueError(f"engine {name!r}: config section {sec!r} is not an identifier; pass section=")
-        if sec in RESERVED_SECTIONS:
-            raise ValueError(f"engine {name!r}: rollout.{sec} is a section of rollout itself; pass section=")
         old = ENGINES.get(name)
         if old is not None and _where(old.cls) != _where(klass):
             raise ValueError(f"engine {name!r} is already registered (by {old.cls.__module__})")
