@@ -157,10 +157,9 @@ def preflight(cfg: Config, model_name: str | None = None) -> bool:
     answer: whether held-out episodes start as the training ones do."""
     fixed = probe_env(cfg)
     check_model_options(cfg, model_name)
-    if cfg.rollout.engine == "openai":  # an unreachable server: one error now, not a failure at the first rollout
-        from gigpo.train.remote import check_engine_urls
+    from gigpo.train.remote import preflight_engine
 
-        check_engine_urls(cfg)
+    preflight_engine(cfg)  # an unreachable server: one error now, not a failure at the first rollout
     return fixed
 
 
