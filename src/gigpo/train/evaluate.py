@@ -7,8 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from gigpo.rollout import Collector, HFEngine, RolloutBatch
-from gigpo.train.compose import build_collector, eval_seeds, preflight
+from gigpo.rollout import Collector, RolloutBatch
+from gigpo.train.compose import build_collector, build_engine, eval_seeds, preflight
 from gigpo.train.config import (
     Config,
     apply_overrides,
@@ -104,7 +104,7 @@ def evaluate_model(
     fixed = preflight(cfg, model_name)  # a bad env option or device fails here, before the model loads
     bundle = load_model(model_name, device=cfg.model.device, dtype=cfg.model.dtype, seed=cfg.train.seed,
                         tiny=(cfg.model.tiny or None) if model_name == "tiny" else None)
-    engine = HFEngine(bundle.model, bundle.tokenizer, bundle.device)
+    engine = build_engine(cfg, bundle, in_process=True)  # the checkpoint's own weights, whatever served the run
     collector = build_collector(cfg, engine, bundle.tokenizer, split="test")
     try:
         summary, batch = first_episodes_checked(cfg, collector, cfg.train.seed if seed is None else seed, episodes,
