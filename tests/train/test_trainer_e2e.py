@@ -89,7 +89,7 @@ def test_non_finite_loss_skips_the_update(tmp_path, monkeypatch):
     trainer = Trainer(cfg)
     before = [p.detach().clone() for p in trainer.model.parameters()]
     monkeypatch.setattr("gigpo.train.trainer.row_advantages",
-                        lambda cfg, batch, *a, **k: (np.full(len(batch), np.nan), None, {}))
+                        lambda cfg, batch, *a, **k: Advantages(np.full(len(batch), np.nan), None, {}))
     with pytest.warns(UserWarning, match="non-finite loss; update skipped"):
         rec = trainer.train()
     assert rec["update/skipped_steps"] > 0

@@ -1,7 +1,10 @@
-"""The composition root: how a config becomes the parts of a run — the env factory (and the one env built up front
-by :func:`preflight`), the prompt builder and the :class:`gigpo.rollout.Collector` over an engine, and the task seeds
-of each iteration and of evaluation. The trainer, evaluation, scripted agents and serve's API evaluation all build
-their rollouts here, so every path collects the same way."""
+"""The composition root: how a config becomes the parts of a run. :func:`build_run` builds every object of a training
+run (model, reference, data-parallel wrapper, value head, optimiser, engine, collectors and prompt builder, forward
+passes, trackers, async rollout, grouping spec) into a :class:`RunParts` that the trainer receives whole; the
+builders it uses (:func:`build_model`, :func:`build_engine`, :func:`build_collector`, ...) are also those of
+``gigpo eval``, scripted agents and serve's API evaluation, so every path collects the same way. Also here: the
+env factory, :func:`preflight` (what is checked before any model loads), and the task seeds (re-exported from
+:mod:`gigpo.train.rng_streams`)."""
 
 from __future__ import annotations
 
