@@ -131,9 +131,9 @@ class Trainer:
             rollout = self.rollout(it)
         with timer("update", cpu=True):  # the no-grad passes count as update time
             prep = self.prepare(rollout.batch) if self.passes_before_advantages else None
-        with timer("advantages"):
-            adv = row_advantages(self.cfg, rollout.batch, self.grouping, *(
-                (prep.values, prep.kl) if prep is not None else ()))
+        with timer("advantages"):  # a critic's values and the KL reward come from the passes
+            values, kl = (prep.values, prep.kl) if prep is not None else (None, None)
+            adv = row_advantages(self.cfg, rollout.batch, self.grouping, values, kl)
         with timer("update", cpu=True):
             update_rec = self.update(rollout.batch, adv.advantages, it, prep, adv.value_targets, rollout.row_shard)
             update_rec.update(self.passes.take_tally())
