@@ -281,17 +281,12 @@ def build_optimizer(cfg: Config, model: Any, value_head: Any) -> tuple[Any, list
     return torch.optim.AdamW(groups, lr=o.lr, betas=tuple(o.betas), weight_decay=o.weight_decay), trainable
 
 
-def build_engine(cfg: Config, bundle: Any, run_dir: Path | None = None, *, in_process: bool = False) -> Any:
+def build_engine(cfg: Config, bundle: Any, run_dir: Path) -> Any:
     """The run's engine: ``rollout.engine`` from the engine registry (:mod:`gigpo.rollout.engines`), the same
-    contract for every engine. ``in_process``: generation by ``bundle``'s own weights in this process whatever
-    the config's engine (``gigpo eval`` of a checkpoint)."""
-    if in_process:
-        from gigpo.rollout import HFEngine
-
-        return HFEngine(bundle.model, bundle.tokenizer, bundle.device)
+    contract for every engine; ``run_dir``: where it may write files (pushed weights)."""
     from gigpo.rollout.engines import create_engine
 
-    return create_engine(cfg, bundle, run_dir if run_dir is not None else Path("."))
+    return create_engine(cfg, bundle, run_dir)
 
 
 def build_async_rollout(cfg: Config, model: Any, tok: Any, engine: Any, eval_collector: Any, start_iteration: int,

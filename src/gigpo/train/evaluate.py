@@ -3,6 +3,7 @@ shares with the trainer (env factory, collector, preflight, task seeds) is :mod:
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -16,6 +17,7 @@ from gigpo.train.config import (
     load_config,
     validate,
 )
+from gigpo.train.remote import start_engine
 
 #: summary key of an env whose start ignores the seed (:mod:`gigpo.train.heldout`); the table says so in words
 SAME_START_KEY = "same_start_as_training"
@@ -104,13 +106,18 @@ def evaluate_model(
     fixed = preflight(cfg, model_name)  # a bad env option or device fails here, before the model loads
     bundle = load_model(model_name, device=cfg.model.device, dtype=cfg.model.dtype, seed=cfg.train.seed,
                         tiny=(cfg.model.tiny or None) if model_name == "tiny" else None)
-    engine = build_engine(cfg, bundle, in_process=True)  # the checkpoint's own weights, whatever served the run
-    collector = build_collector(cfg, engine, bundle.tokenizer, split="test")
-    try:
-        summary, batch = first_episodes_checked(cfg, collector, cfg.train.seed if seed is None else seed, episodes,
-                                                temperature, bundle.tokenizer)
-    finally:
-        collector.close()
+    with tempfile.TemporaryDirectory(prefix="gigpo-eval-") as scratch:  # what an engine writes (pushed weights)
+        engine = build_engine(cfg, bundle, Path(scratch))  # rollout.engine, as the run trained with it
+        try:
+            start_engine(engine, bundle.model, 0)  # reachable, sampling from these weights
+            collector = build_collector(cfg, engine, bundle.tokenizer, split="test")
+            try:
+                summary, batch = first_episodes_checked(cfg, collector, cfg.train.seed if seed is None else seed,
+                                                        episodes, temperature, bundle.tokenizer)
+            finally:
+                collector.close()
+        finally:
+            engine.close()
     if fixed:  # the env's start ignores the seed: these episodes replay the training start (gigpo.train.heldout)
         summary[SAME_START_KEY] = 1.0
     return summary, batch
