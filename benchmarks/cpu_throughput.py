@@ -135,12 +135,12 @@ def raw_rates(B: int, P: int, T: int, repeat: int, peak: float) -> dict:
 
 
 def trainer_phases(preset: str, overrides: list[str], iterations: int, threads: int, shared: bool = True) -> dict:
-    from gigpo.rollout import engine
+    from gigpo.rollout import sampling
     from gigpo.train import logprobs
     from gigpo.train.config import load_config
     from gigpo.train.trainer import Trainer
 
-    engine.SHARE_PREFILL = logprobs.DEDUPE_ROWS = shared
+    sampling.SHARE_PREFILL = logprobs.DEDUPE_ROWS = shared
 
     with tempfile.TemporaryDirectory() as d:
         cfg = load_config("smollm2", [*overrides, f"train.iterations={iterations}", "train.eval_episodes=0",
@@ -167,7 +167,7 @@ def trainer_phases(preset: str, overrides: list[str], iterations: int, threads: 
     roll = sum(r["time/rollout"] for r in recs)
     upd = sum(r["time/update"] for r in recs)
     toks = counts["prompt"] + counts["response"]
-    engine.SHARE_PREFILL = logprobs.DEDUPE_ROWS = True
+    sampling.SHARE_PREFILL = logprobs.DEDUPE_ROWS = True
     return {"preset": preset, "overrides": overrides, "iterations": iterations, "shared": shared,
             "rows": counts["rows"], "distinct_rows": counts["distinct_rows"], "learner_tokens_forwarded": forwarded,
             "steps": sum(r["rollout/steps"] for r in recs), "prompt_tokens": counts["prompt"],

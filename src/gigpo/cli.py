@@ -8,6 +8,11 @@ import sys
 import warnings
 from pathlib import Path
 
+#: ``--import``'s help: every kind of plug-in a module may register (docs/design.md "Plug-ins")
+IMPORT_HELP = ("import MODULE first (repeatable): a module that registers envs (gigpo.envs.register), estimators "
+               "(gigpo.algo.registry.register_estimator), rollout engines (gigpo.rollout.engines.register_engine), "
+               "trackers (gigpo.train.trackers.register_tracker) or losses (gigpo.algo.loss_registry.register_loss)")
+
 
 def _error(command: str, err: BaseException | str) -> int:
     """Report a usage/config error as one line on stderr; exit status 2 (as argparse does). Under torchrun every
@@ -20,7 +25,8 @@ def _error(command: str, err: BaseException | str) -> int:
 
 
 def _import_env_modules(args: argparse.Namespace) -> None:
-    """``--import MODULE`` (repeatable): modules that register user envs or estimators, imported before the config is read."""
+    """``--import MODULE`` (repeatable): modules that register user envs, estimators, engines, trackers or losses,
+    imported before the config is read."""
     from gigpo.envs.registry import import_env_modules
 
     import_env_modules(getattr(args, "imports", None) or [])
@@ -96,7 +102,7 @@ def _train_run(args: argparse.Namespace) -> int:
         print(f"run directory: {trainer.run_dir}")
     from gigpo.agent.constrained import ActionEncodingError
     from gigpo.envs.restore import ReplayDivergence
-    from gigpo.rollout.engine_openai import RemoteEngineError
+    from gigpo.rollout.engines import EngineError
     from gigpo.train.action_check import NoValidActions
     from gigpo.train.dynamic_sampling import RunFailed  # loaded with the trainer already: no import cost
 
@@ -104,9 +110,9 @@ def _train_run(args: argparse.Namespace) -> int:
         last = trainer.train()
     except KeyboardInterrupt:
         return 130
-    # rollout.engine=openai: a server gone for good (after its retries); rollout.branch: an env whose replay left
-    # its recording (not deterministic given seed and actions after all)
-    except (RemoteEngineError, ReplayDivergence) as e:
+    # an engine that cannot go on (e.g. a server gone for good after its retries: the contract's EngineError);
+    # rollout.branch: an env whose replay left its recording (not deterministic given seed and actions after all)
+    except (EngineError, ReplayDivergence) as e:
         from gigpo.train.checkpoint import list_checkpoints
 
         done = list_checkpoints(trainer.run_dir)
@@ -243,8 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the resolved configuration (presets and overrides applied) as YAML and exit; "
                         "loads no env data and no model")
     t.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help="import MODULE first (repeatable): a module that registers envs (gigpo.envs.register) or "
-                        "estimators (gigpo.algo.registry.register_estimator)")
+                   help=IMPORT_HELP)
     t.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest intact checkpoint")
     t.add_argument("--allow-config-change", action="store_true",
                    help="with --resume: accept overrides that change what is trained (env, model, algorithm, ...)")
@@ -258,8 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
                "(see `gigpo eval --agent oracle --help`).",
     )
     e.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help="import MODULE first (repeatable): a module that registers envs (gigpo.envs.register) or "
-                        "estimators (gigpo.algo.registry.register_estimator)")
+                   help=IMPORT_HELP)
     e.add_argument("--checkpoint", help="run dir (newest checkpoint), checkpoint dir, or saved model dir")
     e.add_argument("--model", help="evaluate a model by name instead (tiny, smollm2-135m, HF id/path)")
     e.add_argument("--config", help="YAML file or preset (default: the run's own config, else quickstart)")
@@ -276,14 +280,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     ls = sub.add_parser("envs", help="list the registered environments")
     ls.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help="import MODULE first (repeatable): a module that registers envs (gigpo.envs.register) or "
-                        "estimators (gigpo.algo.registry.register_estimator)")
+                   help=IMPORT_HELP)
     ls.set_defaults(func=_envs)
 
     pl = sub.add_parser("play", help="play an env yourself in the terminal")
     pl.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help="import MODULE first (repeatable): a module that registers envs (gigpo.envs.register) or "
-                        "estimators (gigpo.algo.registry.register_estimator)")
+                   help=IMPORT_HELP)
     pl.add_argument("--env", default="gridgoal")
     pl.add_argument("--seed", type=int, default=0)
     pl.add_argument("options", nargs="*", metavar="key=value", help="env constructor options")

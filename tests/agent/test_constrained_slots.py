@@ -15,7 +15,7 @@ from gigpo.agent.constrained import (
     encode_action,
     slot_vocabulary,
 )
-from gigpo.rollout.engine import HFEngine
+from gigpo.rollout.engines.hf import HFEngine
 from gigpo.train.logprobs import policy_forward
 
 SEARCH = "search[<your query>]"

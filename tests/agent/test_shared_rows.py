@@ -7,7 +7,7 @@ import torch
 from tokenizers_for_tests import TOKENIZERS, _restore_torch_rng, small_model  # noqa: F401 - autouse fixture
 
 from gigpo.agent.constrained import ConstraintCache
-from gigpo.rollout.engine import HFEngine
+from gigpo.rollout.engines.hf import HFEngine
 from gigpo.train.logprobs import policy_forward, unique_rows
 from gigpo.train.value import ValueHead
 

@@ -172,7 +172,7 @@ def test_trackers_get_a_masked_config(tmp_path, monkeypatch):
             seen["cfg"] = cfg_dict
 
     cfg = load_config(None, [*SMALL, *OPENAI, f"rollout.openai.api_key={KEY}"])
-    monkeypatch.setitem(trackers._CLASSES, "tensorboard", Spy)
+    monkeypatch.setitem(trackers.TRACKERS, "tensorboard", trackers.TrackerEntry("tensorboard", Spy))
     monkeypatch.setattr(trackers, "logger_names", lambda cfg: ["tensorboard"])
     trackers.Trackers(cfg, tmp_path)
     assert seen["cfg"]["rollout"]["openai"]["api_key"] == MASK and KEY not in json.dumps(seen["cfg"])

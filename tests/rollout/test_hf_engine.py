@@ -6,7 +6,7 @@ import torch
 
 from gigpo.models import load_model
 from gigpo.rollout import HFEngine
-from gigpo.rollout.engine import top_p_logprobs
+from gigpo.rollout.sampling import top_p_logprobs
 
 
 @pytest.fixture(scope="module")

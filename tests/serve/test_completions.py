@@ -13,7 +13,7 @@ import pytest
 
 from gigpo.models import load_model
 from gigpo.rollout import HFEngine
-from gigpo.rollout.engine_openai import CompletionsEngine, StaleWeightsError
+from gigpo.rollout.engines.openai import CompletionsEngine, StaleWeightsError
 from gigpo.serve.server import make_server
 from gigpo.train.weight_sync import save_weights
 

@@ -11,7 +11,7 @@ import torch
 from trainer_interrupt import interrupt_at
 
 from gigpo.rollout import HFEngine
-from gigpo.rollout.engine_worker import WorkerDied, WorkerEngine
+from gigpo.rollout.engines.hf_worker import WorkerDied, WorkerEngine
 from gigpo.train.async_rollout import _GuardedCollector
 from gigpo.train.checkpoint import list_checkpoints
 from gigpo.train.compose import build_collector
@@ -48,7 +48,7 @@ def bundle():
 def test_worker_samples_exactly_what_the_local_engine_samples(bundle):
     torch.set_num_threads(1)
     local = HFEngine(bundle.model, bundle.tokenizer, "cpu")
-    worker = WorkerEngine(bundle.model, bundle.tokenizer, threads=1)
+    worker = WorkerEngine(bundle.model, bundle.tokenizer, engine_cls=HFEngine, threads=1)
     try:
         prompts = [[5, 6, 7], [8, 9], [5, 6, 7]]
         for temperature in (1.0, 0.0):
@@ -73,7 +73,7 @@ def test_worker_samples_exactly_what_the_local_engine_samples(bundle):
 
 def test_a_dead_worker_fails_its_trajectories_and_is_restarted(bundle, tmp_path):
     cfg = small_cfg(tmp_path / "unused", "rollout.max_staleness=1")
-    worker = WorkerEngine(bundle.model, bundle.tokenizer, threads=1)
+    worker = WorkerEngine(bundle.model, bundle.tokenizer, engine_cls=HFEngine, threads=1)
     collector = _GuardedCollector(build_collector(cfg, worker, bundle.tokenizer), worker,
                                   lambda: worker.push_weights(bundle.model, 0))
     try:

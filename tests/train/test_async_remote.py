@@ -17,7 +17,7 @@ from trainer_interrupt import interrupt_at
 
 from gigpo.apiclient import ChatClient
 from gigpo.models import load_model, save_pretrained
-from gigpo.rollout.engine_openai import CompletionsEngine, RemoteEngineError
+from gigpo.rollout.engines.openai import CompletionsEngine, RemoteEngineError
 from gigpo.serve.server import make_server
 from gigpo.train.async_rollout import AsyncRollout
 from gigpo.train.checkpoint import list_checkpoints

@@ -28,7 +28,7 @@ def test_constrained_iteration_has_no_sampler_gap(tmp_path, fmt):
 
 
 def test_constrained_on_a_vllm_engine_needs_xgrammar():
-    """Over vLLM the allowed sets are rebuilt with xgrammar (gigpo.rollout.engine_choice; tests/vllm/ runs it)."""
+    """Over vLLM the allowed sets are rebuilt with xgrammar (gigpo.rollout.engines.vllm_choice; tests/vllm/ runs it)."""
     import importlib.util
 
     over = ["rollout.decoding=constrained", "rollout.engine=openai", "rollout.openai.urls=http://127.0.0.1:9/v1"]

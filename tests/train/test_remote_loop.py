@@ -8,7 +8,7 @@ import pytest
 
 from gigpo.models import load_model, save_pretrained
 from gigpo.rollout import HFEngine
-from gigpo.rollout.engine_openai import CompletionsEngine
+from gigpo.rollout.engines.openai import CompletionsEngine
 from gigpo.serve.server import make_server
 from gigpo.train.config import load_config
 from gigpo.train.trainer import Trainer
@@ -102,7 +102,7 @@ def serve_tiny(tmp_path, seed=99):
 
 
 def test_a_server_that_dies_mid_run_is_retried_then_a_clear_error_and_the_checkpoint_is_intact(tmp_path):
-    from gigpo.rollout.engine_openai import RemoteEngineError
+    from gigpo.rollout.engines.openai import RemoteEngineError
     from gigpo.train.checkpoint import list_checkpoints, verify_checkpoint
 
     srv = serve_tiny(tmp_path)
@@ -127,7 +127,7 @@ def test_a_server_that_dies_mid_run_is_retried_then_a_clear_error_and_the_checkp
 def test_a_failed_weight_push_is_tolerated_within_max_staleness_then_refused(tmp_path, server):
     import socket
 
-    from gigpo.rollout.engine_openai import RemoteEngineError
+    from gigpo.rollout.engines.openai import RemoteEngineError
     from gigpo.train.weight_sync import FullWeightSync
 
     with socket.socket() as s:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gigpo.agent.constrained import ConstraintCache
-from gigpo.rollout.engine import HFEngine
+from gigpo.rollout.engines.hf import HFEngine
 from gigpo.train.config import load_config
 from gigpo.train.trainer import Trainer, collect_shards
 

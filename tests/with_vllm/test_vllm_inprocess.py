@@ -31,7 +31,7 @@ def trainer(tmp_path_factory):
 
 
 def test_greedy_tokens_and_logprobs_equal_the_hf_engine(trainer):
-    from gigpo.rollout.engine_vllm import VLLMEngine
+    from gigpo.rollout.engines.vllm import VLLMEngine
 
     assert isinstance(trainer.engine, VLLMEngine) and trainer.engine.model_dir.parent.name == "vllm-cache"
     hf = HFEngine(trainer.model, trainer.tok, "cpu").generate(PROBE, max_new_tokens=6, temperature=0.0)

@@ -31,7 +31,7 @@ def server(tmp_path_factory):
 
 
 def engine_for(server, **kw):
-    from gigpo.rollout.engine_openai import CompletionsEngine
+    from gigpo.rollout.engines.openai import CompletionsEngine
 
     e = CompletionsEngine([server.url], "tiny", eos_ids=[2], **kw)
     e.probe()

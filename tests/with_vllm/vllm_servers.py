@@ -131,7 +131,7 @@ class VLLMServer:
 
 def learner_logprobs(model, prompts, responses, allowed=None) -> list[np.ndarray]:
     """The learner's log-probs of each response token (renormalised over ``allowed`` where given)."""
-    from gigpo.rollout.engine import apply_allowed
+    from gigpo.rollout.sampling import apply_allowed
 
     out = []
     for r, (p, toks) in enumerate(zip(prompts, responses)):

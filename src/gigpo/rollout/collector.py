@@ -16,7 +16,7 @@ from gigpo.envs.restore import Visit, check_visit
 from gigpo.rollout.batch import RolloutBatch, Trajectory
 from gigpo.rollout.branching import BranchSpec, GroupBudget, choose_parents, restore_by_replay
 from gigpo.rollout.concat import CONTEXT_POLICIES, MODES, fit_context, turn_suffix_ids
-from gigpo.rollout.engine import Engine
+from gigpo.rollout.registry import Engine
 from gigpo.rollout.slot import Slot
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,8 @@ from typing import Any
 
 from gigpo.agent.constrained import ActionEncodingError, ConstraintCache, encode_action
 from gigpo.agent.prompt import PromptBuilder
-from gigpo.rollout.engine import Generation, HFEngine
+from gigpo.rollout.engines.hf import HFEngine
+from gigpo.rollout.registry import Generation
 
 
 class RequestError(ValueError):

@@ -5,7 +5,7 @@ chat template or re-tokenisation sits between what the learner built and what th
 tokens come back as ids (vLLM's ``return_tokens_as_token_ids`` spelling ``"token_id:123"`` in
 ``logprobs.tokens``, and ``choices[i].token_ids`` when ``return_token_ids`` is set), each with the log-probability
 of the distribution it was sampled from (after temperature and top-p; greedy at temperature 0), exactly as the
-in-process :class:`gigpo.rollout.engine.HFEngine` records it. ``weights_version`` (not OpenAI) says which pushed
+in-process :class:`gigpo.rollout.engines.hf.HFEngine` records it. ``weights_version`` (not OpenAI) says which pushed
 weights produced the choices (the oldest, should a reload land between two slices of one request).
 """
 

@@ -8,7 +8,7 @@ from concurrent.futures import FIRST_EXCEPTION, wait
 from typing import Any
 
 from gigpo.apiclient import APIError, ChatClient, Usage
-from gigpo.rollout.engine import Generation
+from gigpo.rollout.registry import Generation
 
 log = logging.getLogger(__name__)
 

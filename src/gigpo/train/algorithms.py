@@ -9,28 +9,28 @@ Presets live in ``configs/algos/<preset>.yaml`` inside the package and sit *betw
 the user's YAML/CLI: ``algorithm=dapo`` turns on clip-higher and dynamic sampling, while an explicit
 ``optim.clip_high=0.3`` still wins.
 
-Losses are named ``"module:function"`` and imported on first use, so importing this module (and therefore
-loading or validating a config) imports no torch and no model code.
+Losses are named by their registered name (:mod:`gigpo.algo.loss_registry`: ``ppo-clip``, ``gspo``, a user's
+``--import``-ed one), imported on first use, so importing this module (and therefore loading or validating a
+config) imports no torch and no model code. ``algorithm.loss`` replaces an algorithm's loss by another.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 import yaml
 
 import gigpo.algo.estimators  # noqa: F401  (registers the built-in estimators)
+from gigpo.algo.loss_registry import Loss, get_loss
 from gigpo.algo.registry import Common, Estimator, get_estimator, registered
 from gigpo.train.config_error import ConfigError
 from gigpo.train.presets import ALGO_PRESET_DIR
 
-#: Policy losses with :func:`gigpo.algo.losses.policy_loss`'s signature.
-PPO_LOSS = "gigpo.algo.losses:policy_loss"
-GSPO_LOSS = "gigpo.algo.losses:gspo_loss"
+#: Registered policy losses (:mod:`gigpo.algo.loss_registry`) the table names.
+PPO_LOSS = "ppo-clip"
+GSPO_LOSS = "gspo"
 #: Sub-sections the trainer reads for every estimator of a kind, not only their own estimator's: the value head's
 #: settings (``value_coef``, ``value_clip``, ``value_lr``) for any critic estimator (``needs_values``), the KL reward
 #: coefficient for REINFORCE++-style ones (``needs_kl``).
@@ -40,17 +40,11 @@ KL_REWARD_SECTION = "reinforce_pp"
 VERL_AGENT_REPLACES = ("gigpo", "grpo", "rloo")
 
 
-@cache
-def _resolve(target: str) -> Callable[..., Any]:
-    module_name, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module_name), attr)
-
-
 @dataclass(frozen=True)
 class AlgoSpec:
     """One algorithm: ``estimator`` (a registered estimator's name); ``step``: add GiGPO's step-level term (the
     ``+step`` variants, for estimators whose step term is optional); ``episode``: the episode term ("grpo" |
-    "rloo"; None = ``algorithm.episode_estimator``); ``loss``: "module:function" of the policy loss; ``preset``:
+    "rloo"; None = ``algorithm.episode_estimator``); ``loss``: the registered name of its policy loss; ``preset``:
     stem of its file in configs/algos (None: no preset)."""
 
     description: str
@@ -79,7 +73,7 @@ class AlgoSpec:
 
     @property
     def loss_fn(self) -> Callable[..., tuple]:
-        return _resolve(self.loss)
+        return get_loss(self.loss).fn()
 
 
 _STEP = " + GiGPO's step-level term"
@@ -107,6 +101,16 @@ ALGORITHMS = tuple(SPECS)
 def algorithm_names() -> tuple[str, ...]:
     """The table's names, then every selectable registered estimator without an entry (GraphGPO, a user's)."""
     return tuple(SPECS) + tuple(n for n, e in registered().items() if n not in SPECS and e.selectable)
+
+
+def loss_of(cfg: Any) -> Loss:
+    """The run's policy loss: ``algorithm.loss`` when set, else the algorithm's own (ConfigError naming the
+    registered losses for an unknown name)."""
+    name = cfg.algorithm.loss or spec_of(cfg.algorithm.name).loss
+    try:
+        return get_loss(name)
+    except ValueError as err:
+        raise ConfigError(f"algorithm.loss: {err}") from None
 
 
 def spec_of(name: str) -> AlgoSpec:
@@ -197,7 +201,7 @@ def check_algorithm(cfg: Any, check: Callable[[bool, str], None]) -> None:
     check(0 <= r.dapo.overlong_buffer < 1,
           "rollout.dapo.overlong_buffer is a fraction of rollout.max_response_tokens in [0, 1)")
     check(r.dapo.overlong_penalty >= 0, "rollout.dapo.overlong_penalty must be >= 0")
-    if spec.loss == GSPO_LOSS:  # the sequence-level ratio's lower bound 1 - clip_low must stay positive
+    if loss_of(cfg).ratio == "sequence":  # the sequence-level ratio's lower bound 1 - clip_low must stay positive
         check(o.clip_low < 1, "optim.clip_low must be < 1")
     if r.mode == "concat":
         check(not spec.step_level,

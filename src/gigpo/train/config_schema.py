@@ -17,7 +17,7 @@ from typing import Any, Literal
 from gigpo.algo.registry import option as key  # a documented field: the same helper as an estimator option
 from gigpo.algo.registry import registered
 from gigpo.train.algorithms import algorithm_names
-from gigpo.train.config_schema_rollout import RolloutConfig
+from gigpo.train.config_schema_rollout import RolloutConfig, rollout_section
 
 
 @dataclass
@@ -96,6 +96,9 @@ class AlgorithmKeys:
         1,
         "ddof of the std in normalize=\"mean_std\" (both terms), 0 or 1: 1 = torch.std, as the authors' code, verl "
         "and TRL")
+    loss: str = key(
+        "", "the policy loss, a registered name (the list at the end of --help; `--import MODULE` adds a user's); "
+        'empty = the algorithm\'s own ("ppo-clip"; "gspo" for gspo and gspo+step)')
     compat: Literal["verl-agent"] | None = key(
         None, 'null or "verl-agent": gigpo/grpo/rloo (and variants) by the estimator reproducing the official '
         "code's numerics (gigpo.algo.estimators.verl_agent)")
@@ -274,7 +277,7 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     lora: LoraConfig = field(default_factory=LoraConfig)
     prompt: PromptConfig = field(default_factory=PromptConfig)
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    rollout: RolloutConfig = field(default_factory=lambda: rollout_section()())
     algorithm: AlgorithmConfig = field(default_factory=lambda: algorithm_section()())
     grouping: GroupingConfig = field(default_factory=GroupingConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)

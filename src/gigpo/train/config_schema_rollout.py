@@ -2,7 +2,8 @@
 
 The rule that shapes it: a key that *chooses* something stays flat in ``rollout`` (``mode``, ``engine``,
 ``env_workers``, ``async``), and the options of one choice live in a sub-section named after the choice —
-``rollout.concat.*`` for ``mode=concat``, ``rollout.openai.*`` / ``rollout.vllm.*`` for those engines,
+``rollout.concat.*`` for ``mode=concat``, ``rollout.openai.*`` / ``rollout.vllm.*`` for those engines (each
+engine's options dataclass, built from the engine registry :mod:`gigpo.rollout.engines`),
 ``rollout.ray.*`` for Ray env workers, ``rollout.branching.*`` for ``branch=every|uncertain`` — so reading a config tells which keys are in force, and a new engine's
 options are one new sub-section. DAPO's rollout side (dynamic sampling, overlong shaping) is ``rollout.dapo.*``.
 
@@ -12,10 +13,12 @@ one-line FutureWarning: :data:`gigpo.train.config_load.RENAMED_KEYS`, docs/confi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from gigpo.algo.registry import option as key
+from gigpo.rollout.engines import registered_engines
 
 
 @dataclass
@@ -41,38 +44,6 @@ class DapoConfig:
 
 
 @dataclass
-class OpenAIEngineConfig:
-    """``rollout.engine=openai``: OpenAI-compatible completions servers (gigpo serve or vLLM), weights pushed
-    after each update (docs/serving.md)."""
-
-    urls: str = key(
-        "", "comma-separated base URLs (http://host:port/v1); each turn's prompts are split over them")
-    model: str = key("", 'the served model id sent as "model"; empty = model.name')
-    timeout_s: float = key(300.0, "socket timeout of one generation request (> 0)")
-    max_retries: int = key(5, "retries of a failed request (exponential backoff), then the run stops (>= 0)")
-    api_key: str = key(
-        "", "API key sent as 'Authorization: Bearer KEY' (generation and weight pushes); empty = the "
-        "GIGPO_API_KEY environment variable, else none. Prefer the variable: config.yaml is saved in the run "
-        "(reports, trackers and --print-config show it masked)", secret=True)
-    weights_dir: str = key(
-        "", "directory the learner writes pushed weights to, readable by the servers (pass the same directory "
-        "to gigpo serve --weights-dir); empty = RUN_DIR/pushed_weights")
-    weight_sync: Literal["auto", "full", "lora"] = key(
-        "auto", 'how servers receive weights: "full" (every weight: gigpo serve /v1/reload_weights, vLLM '
-        '/collective_rpc reload_weights), "lora" (a LoRA learner\'s adapter per version: vLLM '
-        '/v1/load_lora_adapter) or "auto" (lora for a LoRA learner on vLLM, else full)')
-
-
-@dataclass
-class VllmEngineConfig:
-    """``rollout.engine=vllm``: an in-process ``vllm.LLM`` (CPU or CUDA; the [vllm] extra)."""
-
-    enforce_eager: bool = key(
-        False, "no torch.compile / graph capture (faster start, slower steps); false compiles once per model "
-        "into a stable cache (VLLM_CACHE_ROOT, default ~/.cache/vllm)")
-
-
-@dataclass
 class RayWorkersConfig:
     """``rollout.env_workers=ray``: the envs live in Ray actors (the [ray] extra)."""
 
@@ -95,7 +66,7 @@ class BranchingConfig:
 
 
 @dataclass
-class RolloutConfig:
+class RolloutKeys:
     """Collection: ``groups`` tasks × ``group_size`` trajectories per iteration. Choices are flat keys; the options
     of one choice are its sub-section (``rollout.openai.*`` for ``engine=openai``, ...)."""
 
@@ -117,13 +88,12 @@ class RolloutConfig:
         "(RAGEN; options in rollout.concat)")
     concat: ConcatConfig = key(factory=ConcatConfig, doc="options of rollout.mode=concat")
     dapo: DapoConfig = key(factory=DapoConfig, doc="DAPO's dynamic sampling and overlong shaping")
-    engine: Literal["hf", "openai", "vllm"] = key(
+    engine: str = key(
         "hf",
-        "generation: \"hf\" (HF generate on the learner's model), \"openai\" (OpenAI-compatible completions "
-        'servers at rollout.openai.urls: gigpo serve or vLLM, weights pushed after each update) or "vllm" '
-        "(in-process vllm.LLM, CPU or CUDA; [vllm] extra). The names are gigpo.rollout.engines.ENGINES")
-    openai: OpenAIEngineConfig = key(factory=OpenAIEngineConfig, doc="options of rollout.engine=openai")
-    vllm: VllmEngineConfig = key(factory=VllmEngineConfig, doc="options of rollout.engine=vllm")
+        "generation, a registered engine (the list at the end of --help; `--import MODULE` adds a user's): \"hf\" "
+        "(HF generate on the learner's model), \"openai\" (OpenAI-compatible completions servers at "
+        'rollout.openai.urls: gigpo serve or vLLM, weights pushed after each update) or "vllm" (in-process '
+        "vllm.LLM, CPU or CUDA; [vllm] extra). An engine's options are its sub-section rollout.<name>")
     env_workers: Literal["inline", "process", "ray"] = key(
         "inline",
         'where env calls run: "inline" (a watchdog thread; a hung env is abandoned), "process" (one worker '
@@ -152,3 +122,40 @@ class RolloutConfig:
         "policy versions a batch's sampler may lag the learner: rollout.async needs s >= 1 (the batch of "
         "iteration k is sampled by version max(0, k - 1 - s)); engine openai: a failed weight push is "
         "tolerated this many versions; 0 = never stale")
+
+
+def _engine_sections() -> list[tuple[str, type, Any]]:
+    """One sub-section ``rollout.<section>`` per registered engine that has options: its options dataclass
+    (``rollout.openai``, ``rollout.vllm``, a ``--import``-ed engine's)."""
+    return [(e.section, e.options, field(default_factory=e.options, metadata={
+        "doc": f"options of rollout.engine={e.name}"})) for e in registered_engines().values() if e.has_options()]
+
+
+#: ``rollout.*``: the keys above plus the engines' sub-sections, built from the engine registry, so a new engine's
+#: options appear in the config, its validation and ``--help`` without an edit here.
+RolloutConfig = dataclasses.make_dataclass("RolloutConfig", _engine_sections(), bases=(RolloutKeys,))
+RolloutConfig.__module__, RolloutConfig.__doc__ = __name__, RolloutKeys.__doc__
+_EXTENDED: dict[tuple[tuple[str, type], ...], type] = {}  # by (section, options class)
+
+
+def rollout_section() -> type:
+    """The class of ``Config().rollout``: :data:`RolloutConfig`, extended (a subclass) by one sub-section per
+    engine with options registered after this module was built — a user's, loaded with ``--import`` — so its
+    options are config keys (``rollout.<section>.<key>``), in ``--help``, ``config.yaml`` and its checks like a
+    built-in's (as :func:`gigpo.train.config_schema.algorithm_section` for estimators). A section that would
+    shadow a key of ``rollout`` is a ValueError naming both."""
+    built = {f.name for f in dataclasses.fields(RolloutConfig)}
+    engine_sections = built - {f.name for f in dataclasses.fields(RolloutKeys)}
+    extra = [s for s in _engine_sections() if s[0] not in engine_sections]
+    if not extra:
+        return RolloutConfig
+    for section, options, _ in extra:
+        if section in built:
+            raise ValueError(f"engine options {options.__name__}: its config section rollout.{section} would "
+                             f"replace the key rollout.{section}; register it with section=<another name>")
+    names = tuple((s[0], s[1]) for s in extra)
+    if names not in _EXTENDED:
+        cls = dataclasses.make_dataclass("RolloutConfig", extra, bases=(RolloutConfig,))
+        cls.__module__, cls.__doc__ = __name__, RolloutKeys.__doc__
+        _EXTENDED[names] = cls
+    return _EXTENDED[names]

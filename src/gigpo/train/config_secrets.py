@@ -40,13 +40,19 @@ def _walk(cls: type, prefix: str, out: set[str], known: set[str]) -> None:
             out.add(name)
 
 
-@functools.lru_cache(maxsize=1)
 def _schema() -> tuple[frozenset[str], frozenset[str]]:
+    # the section classes of an instance: ``algorithm`` and ``rollout`` grow with estimators and engines
+    # registered later (--import), whose options may hold credentials too
+    defaults = Config()
+    return _schema_of(tuple((section, type(getattr(defaults, section))) for section in SECTIONS))
+
+
+@functools.lru_cache(maxsize=8)
+def _schema_of(sections: tuple[tuple[str, type], ...]) -> tuple[frozenset[str], frozenset[str]]:
     secret: set[str] = set()
     known: set[str] = set()
-    hints = typing.get_type_hints(Config)
-    for section in SECTIONS:
-        _walk(hints[section], section + ".", secret, known)
+    for section, cls in sections:
+        _walk(cls, section + ".", secret, known)
     return frozenset(secret), frozenset(known)
 
 

@@ -7,7 +7,6 @@ from typing import Any
 import torch
 
 from gigpo.algo.losses import entropy_from_logits
-from gigpo.rollout.engine import IndexTensors, first_occurrences
 from gigpo.rollout.padding import left_pad
 from gigpo.rollout.prefix_sharing import (
     PrefixCache,
@@ -17,6 +16,7 @@ from gigpo.rollout.prefix_sharing import (
     may_share,
     plan_prefix_groups,
 )
+from gigpo.rollout.sampling import IndexTensors, first_occurrences
 
 #: Forward identical rows once (see :func:`policy_forward`). Same results either way; a switch for A/B benchmarks
 #: (benchmarks/cpu_throughput.py), not a setting.

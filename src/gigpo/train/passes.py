@@ -11,8 +11,8 @@ import numpy as np
 import torch
 
 from gigpo.rollout import RolloutBatch
-from gigpo.rollout.engine import first_occurrences
 from gigpo.rollout.prefix_sharing import PrefixCache, may_share, plan_prefix_groups
+from gigpo.rollout.sampling import first_occurrences
 from gigpo.train.logprobs import policy_forward, unique_rows
 from gigpo.train.value import ValueHead
 

@@ -17,8 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from gigpo.rollout.engines import EngineError
-from gigpo.train.config_rollout import engine_urls
+from gigpo.rollout.engines import EngineError, engine_spec
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +40,7 @@ def start_engine(engine: Any, model: Any, version: int) -> None:
         engine.probe()
         engine.push_weights(model, version, required=True)
     except EngineError as e:
-        key = "rollout.openai.urls" if getattr(engine, "urls", None) else "rollout.engine"
+        key = getattr(getattr(engine, "capabilities", None), "blame_key", "rollout.engine")
         raise ConfigError(f"{key}: {' '.join(str(e).split())}") from None
 
 
@@ -57,21 +56,15 @@ def after_update(engine: Any, model: Any, it: int, batch: Any, prep: Any) -> dic
     return rec
 
 
-def check_engine_urls(cfg: Any) -> None:
-    """``rollout.engine=openai``: every URL answers, and can take weights as configured, before any model loads
-    (a ConfigError otherwise)."""
-    if cfg.rollout.engine != "openai":
+def preflight_engine(cfg: Any) -> None:
+    """Before any model loads: an engine that declares ``capabilities.early_probe`` reaches its backends (its
+    class's ``preflight(cfg)``); an unreachable one is a ConfigError naming ``capabilities.blame_key``."""
+    spec = engine_spec(cfg.rollout.engine)
+    if not spec.capabilities.early_probe:
         return
-    from gigpo.rollout.engine_openai import CompletionsEngine, api_key_of
     from gigpo.train.config_error import ConfigError
 
-    engine = CompletionsEngine(engine_urls(cfg), "?", eos_ids=[], max_retries=0, api_key=api_key_of(cfg),
-                               timeout_s=cfg.rollout.openai.timeout_s,
-                               weight_sync=cfg.rollout.openai.weight_sync, lora=bool(cfg.lora.enabled),
-                               constrained=cfg.rollout.decoding == "constrained")
     try:
-        engine.probe()
+        spec.cls.preflight(cfg)
     except EngineError as e:
-        raise ConfigError(f"rollout.openai.urls: {' '.join(str(e).split())}") from None
-    finally:
-        engine.close()
+        raise ConfigError(f"{spec.capabilities.blame_key}: {' '.join(str(e).split())}") from None

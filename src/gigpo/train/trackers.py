@@ -1,4 +1,6 @@
-"""Experiment trackers behind ``train.loggers``: TensorBoard, Weights & Biases, MLflow.
+"""Experiment trackers behind ``train.loggers``: TensorBoard, Weights & Biases, MLflow — and any tracker a
+user's module registers with :func:`register_tracker` (loaded with ``--import MODULE``): a class implementing
+:class:`Tracker`, named in ``train.loggers`` like a built-in.
 
 Each gets the resolved config, every metric of every iteration, the sample tables (samples/iter_N.jsonl), the
 health alerts (:mod:`gigpo.train.health`) and, at the end, ``curves.png``:
@@ -28,8 +30,10 @@ import netrc
 import os
 import re
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import yaml
 
@@ -38,10 +42,74 @@ from gigpo.train.config_secrets import mask_config
 
 log = logging.getLogger(__name__)
 
-#: logger name -> (module that must import, how to install it)
-LOGGERS = {"tensorboard": ("tensorboard", "pip install tensorboard"),
-           "wandb": ("wandb", "pip install 'gigpo[wandb]'"),
-           "mlflow": ("mlflow", "pip install 'gigpo[mlflow]'")}
+@runtime_checkable
+class Tracker(Protocol):
+    """One tracker of a run (rank 0 only), built as ``cls(run_dir, cfg_dict, ids)``: ``cfg_dict`` is the resolved
+    config with secrets masked; ``ids`` a mapping kept in RUN_DIR/trackers.json across resumes (store a run id
+    under the tracker's name to continue the same remote run). Every call may raise: the tracker is then warned
+    about once and switched off, the run goes on."""
+
+    name: str
+
+    def metrics(self, it: int, rec: dict) -> None:
+        """Iteration ``it``'s metrics record (numbers, plus a few strings)."""
+        ...
+
+    def samples(self, it: int, trajectories: list[dict], path: Path) -> None:
+        """The sample records of iteration ``it`` (:mod:`gigpo.train.step_records`), written to ``path``."""
+        ...
+
+    def alert(self, a: Any) -> None:
+        """A health alert (:class:`gigpo.train.health.Alert`: ``kind``, ``iteration``, ``message``)."""
+        ...
+
+    def finish(self, curves: Path | None, ok: bool) -> None:
+        """The end of the run: ``curves`` the curves image (None when not drawn); ``ok`` false when it failed."""
+        ...
+
+
+@dataclass(frozen=True)
+class TrackerEntry:
+    """A registered tracker: its class; ``requires``, a module that must be importable (checked with the
+    config) and ``install``, how to get it; ``description`` (``--help``)."""
+
+    name: str
+    cls: Callable[[Path, dict, dict], Tracker]
+    description: str = ""
+    requires: str = ""
+    install: str = ""
+
+
+#: ``train.loggers`` name -> its :class:`TrackerEntry`, the one table of trackers.
+TRACKERS: dict[str, TrackerEntry] = {}
+
+
+def register_tracker(name: str, cls: type | None = None, *, description: str = "", requires: str = "",
+                     install: str = "") -> Any:
+    """Register tracker class ``cls`` as ``train.loggers`` name ``name`` (without ``cls``: a class decorator).
+    The class implements :class:`Tracker`; ``requires`` names a module it needs (``install``: how to install it).
+    A name taken by another class is a ValueError (the same class again — its module imported twice — is not)."""
+
+    def deco(klass: type) -> type:
+        missing = [m for m in ("metrics", "samples", "alert", "finish") if not callable(getattr(klass, m, None))]
+        if missing:
+            raise TypeError(f"tracker {name!r}: {klass.__qualname__} lacks {', '.join(missing)} (gigpo.train."
+                            "trackers.Tracker)")
+        old = TRACKERS.get(name)
+        if old is not None and (old.cls.__module__, old.cls.__qualname__) != (klass.__module__, klass.__qualname__):
+            raise ValueError(f"tracker {name!r} is already registered (by {old.cls.__module__})")
+        doc = description or (klass.__doc__ or "").strip().split("\n")[0]
+        TRACKERS[name] = TrackerEntry(name, klass, doc, requires, install)
+        return klass
+
+    return deco if cls is None else deco(cls)
+
+
+def registered_trackers() -> dict[str, TrackerEntry]:
+    """Every registered tracker, in registration order (the built-ins first)."""
+    return dict(TRACKERS)
+
+
 IDS_FILE = "trackers.json"
 _TABLE_TEXT = 300  #: characters of an observation / response kept in a tracker's sample table
 _TABLE_COLUMNS = ["iteration", "group", "traj", "t", "action", "reward", "R", "A_E", "A_S", "A", "sg", "won",
@@ -61,15 +129,17 @@ def logger_names(cfg: Any) -> list[str]:
 
 
 def check_loggers(cfg: Any, check: Any) -> None:
-    """A name that is no tracker, or a tracker that is not installed: one config error naming the install."""
+    """A name that is no registered tracker, or a tracker that is not installed: one config error naming the
+    registered ones, or the install."""
     raw = cfg.train.loggers
     check(raw is None or isinstance(raw, (str, list, tuple)),
-          f"train.loggers must be a list of {', '.join(LOGGERS)}, got {raw!r}")
+          f"train.loggers must be a list of {', '.join(TRACKERS)}, got {raw!r}")
     for name in logger_names(cfg):
-        check(name in LOGGERS, f"train.loggers: {name!r} is not one of {', '.join(LOGGERS)}")
-        module, install = LOGGERS[name]
-        check(importlib.util.find_spec(module) is not None,
-              f"train.loggers: {name} is not installed ({install})")
+        check(name in TRACKERS, f"train.loggers: {name!r} is not one of {', '.join(TRACKERS)} (a tracker of your "
+                                "own: register_tracker in a module loaded with --import MODULE)")
+        entry = TRACKERS[name]
+        check(not entry.requires or importlib.util.find_spec(entry.requires) is not None,
+              f"train.loggers: {name} is not installed ({entry.install or 'pip install ' + entry.requires})")
 
 
 def flat_config(d: dict, prefix: str = "") -> dict[str, Any]:
@@ -99,6 +169,8 @@ def table_rows(iteration: int, trajectories: list[dict]) -> list[list[Any]]:
     return rows
 
 
+@register_tracker("tensorboard", requires="tensorboard", install="pip install tensorboard",
+                  description="TensorBoard event files in RUN_DIR/tensorboard")
 class _TensorBoard:
     name = "tensorboard"
 
@@ -141,6 +213,8 @@ def _wandb_key_present() -> bool:
         return False
 
 
+@register_tracker("wandb", requires="wandb", install="pip install 'gigpo[wandb]'",
+                  description="Weights & Biases: offline into RUN_DIR/wandb unless a W&B key is set")
 class _Wandb:
     name = "wandb"
 
@@ -181,6 +255,8 @@ class _Wandb:
         self.run.finish(exit_code=0 if ok else 1)
 
 
+@register_tracker("mlflow", requires="mlflow", install="pip install 'gigpo[mlflow]'",
+                  description="MLflow: file store RUN_DIR/mlruns unless MLFLOW_TRACKING_URI is set")
 class _Mlflow:
     name = "mlflow"
 
@@ -228,9 +304,6 @@ class _Mlflow:
         self.c.set_terminated(self.run_id, "FINISHED" if ok else "KILLED")
 
 
-_CLASSES = {"tensorboard": _TensorBoard, "wandb": _Wandb, "mlflow": _Mlflow}
-
-
 class Trackers:
     """The trackers of one run (rank 0 only). Every call is guarded: a tracker that raises is warned about once
     and dropped, the others and the run go on."""
@@ -249,7 +322,7 @@ class Trackers:
         cfg_dict = mask_config(cfg.to_dict())  # a tracker's config is shared with a team or a service
         for name in names:
             try:
-                self.active.append(_CLASSES[name](run_dir, cfg_dict, ids))
+                self.active.append(TRACKERS[name].cls(run_dir, cfg_dict, ids))
             except Exception as e:  # noqa: BLE001 - e.g. W&B online without a reachable server
                 log.warning("tracker %s could not start (%s: %s); training goes on without it",
                             name, type(e).__name__, e)
@@ -261,7 +334,7 @@ class Trackers:
                 getattr(t, method)(*args)
             except Exception as e:  # noqa: BLE001
                 log.warning("tracker %s failed in %s (%s: %s); it is switched off for this run",
-                            t.name, method, type(e).__name__, e)
+                            getattr(t, "name", type(t).__name__), method, type(e).__name__, e)
                 self.active.remove(t)
 
     def metrics(self, it: int, rec: dict) -> None:

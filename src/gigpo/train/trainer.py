@@ -20,6 +20,7 @@ import torch
 from gigpo.rollout import RolloutBatch
 from gigpo.train import distributed, rng_streams
 from gigpo.train.action_check import check_training_start
+from gigpo.train.algorithms import loss_of
 from gigpo.train.checkpoint import checkpoint_dir, list_checkpoints, save_checkpoint
 from gigpo.train.compose import RunParts, build_run
 from gigpo.train.config import Config
@@ -249,7 +250,7 @@ class Trainer:
             return {}
         k = self.dist.world_size
         micro += [[]] * (n_micro - len(micro))  # padding steps: every rank runs the same collectives
-        loss_fn = self.spec.loss_fn  # the algorithm table names the loss (policy_loss, gspo_loss, ...)
+        loss_fn = loss_of(self.cfg).fn()  # algorithm.loss, else the algorithm's own (a registered loss name)
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
         bad = False

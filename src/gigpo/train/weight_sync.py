@@ -1,4 +1,4 @@
-"""Compatibility names for the weight push, which now lives with the engines (:mod:`gigpo.rollout.engine_weights`):
+"""Compatibility names for the weight push, which now lives with the engines (:mod:`gigpo.rollout.engines.weight_push`):
 an engine's ``push_weights`` is the one way to sync (the engine contract, :mod:`gigpo.rollout.engines`)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gigpo.rollout.engine_weights import save_weights
+from gigpo.rollout.engines.weight_push import save_weights
 
 __all__ = ["FullWeightSync", "save_weights"]
 

