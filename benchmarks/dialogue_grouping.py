@@ -18,7 +18,7 @@ import time
 import numpy as np
 from dialogue_policies import check_phrases, epsilon_oracle
 
-from gigpo.algo import group_exact, group_similar, step_group_stats
+from gigpo.algo import GroupingSpec, group_exact, group_similar, step_group_stats
 from gigpo.algo.similarity import grouping_quality
 from gigpo.envs import make
 
@@ -56,12 +56,13 @@ def table(rows: dict[str, list]) -> list[str]:
     for metric, thresholds in (("ro", (0.9, 0.7, 0.5)), ("indel", (0.9, 0.7, 0.5)), ("minhash", (0.5, 0.3))):
         for thr in thresholds:
             variants.append((f"{metric} >= {thr}", lambda m=metric, thr=thr: group_similar(g, tr, st, rows["obs"],
-                                                                                           thr, m)))
+                                                                                           GroupingSpec(m, thr))))
     # The latest utterance alone is not the state; the whole conversation so far (user side) comes closer.
     conv = conversations(rows)
     variants.append(("exact (conversation so far)", lambda: group_exact(g, conv)))
     for thr in (0.9, 0.7):
-        variants.append((f"ro >= {thr} (conversation so far)", lambda thr=thr: group_similar(g, tr, st, conv, thr)))
+        variants.append((f"ro >= {thr} (conversation so far)", lambda thr=thr: group_similar(g, tr, st, conv,
+                                                                                          GroupingSpec("ro", thr))))
     lines = ["| grouping | mean step-group size | singleton fraction | precision | recall | f1 | seconds |",
              "|---|---|---|---|---|---|---|"]
     for label, fn in variants:

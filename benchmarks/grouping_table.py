@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from gigpo.algo import group_exact, group_similar, step_group_stats
+from gigpo.algo import GroupingSpec, group_exact, group_similar, step_group_stats
 from gigpo.algo.similarity import grouping_quality
 from gigpo.envs import make
 from gigpo.envs.webshop import oracle_action
@@ -69,7 +69,7 @@ def main() -> None:
     variants = [("state_key (true state)", lambda: group_exact(g, rows["key"])),
                 ("exact (noisy text)", lambda: group_exact(g, rows["obs"]))]
     for thr in (1.0, 0.9, 0.8, 0.5, 0.2):
-        variants.append((f"ro >= {thr}", lambda thr=thr: group_similar(g, tr, st, rows["obs"], thr, "ro")))
+        variants.append((f"ro >= {thr}", lambda thr=thr: group_similar(g, tr, st, rows["obs"], GroupingSpec("ro", thr))))
     lines = [
         "| grouping | mean step-group size | singleton fraction | precision | recall | seconds |",
         "|---|---|---|---|---|---|",

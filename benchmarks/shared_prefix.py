@@ -67,7 +67,7 @@ def one_iteration(tr, it: int) -> dict:
     def signal(cfg, batch, *rest):
         adv, targets, stats = real(cfg, batch, *rest)
         rng = np.random.default_rng([cfg.train.seed, it, 7])
-        return rng.choice([-1.0, 1.0], size=len(batch)), targets, stats
+        return trainer_mod.Advantages(rng.choice([-1.0, 1.0], size=len(batch)), targets, stats)
 
     trainer_mod.row_advantages = signal
     try:

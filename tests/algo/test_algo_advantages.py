@@ -9,6 +9,7 @@ import pytest
 from algo_batches import advantages, make_batch
 
 from gigpo.algo import AdvantageOutput
+from gigpo.algo.grouping import GroupingSpec
 
 # Two groups. g0: trajectory a (R=1, 2 steps) and b (R=0, 3 steps); g1: trajectory c alone (R=1, 1 step).
 G = [0, 0, 0, 0, 0, 1]
@@ -193,7 +194,7 @@ def test_similarity_grouping_in_advantages() -> None:
     # Two trajectories, near-identical first observations (R-O ratio 0.9 >= 0.8), distinct second ones.
     g, t, s, r = [0] * 4, [0, 0, 1, 1], [0, 1, 0, 1], [0.0, 1.0, 0.0, 0.0]
     texts = ["room with a key!!", "zzzz", "room with a key??", "qqqq"]
-    out = advantages(g, t, s, r, texts, similarity=0.8)
+    out = advantages(g, t, s, r, texts, grouping=GroupingSpec("ro", 0.8))
     assert out.step_group_ids.tolist() == [0, 1, 0, 2]
     exact = advantages(g, t, s, r, texts)
     assert exact.step_group_ids.tolist() == [0, 1, 2, 3]

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from gigpo.algo import compute_advantages, discounted_returns, group_exact, group_similar
+from gigpo.algo.grouping import GroupingSpec
 
 OK = dict(
     group_ids=[0, 0, 1], traj_ids=[0, 1, 2], steps=[0, 0, 0], rewards=[1.0, 0.0, 1.0], anchors=["a", "a", "b"]
@@ -29,9 +30,8 @@ def call(**over):
         ({"rewards": [1.0, math.inf, 0.0]}, "NaN or inf"),
         ({"traj_ids": [0, 0, 2]}, "duplicate \\(trajectory, step\\) pair: trajectory 0, step 0"),
         ({"traj_ids": [0, 1, 1], "steps": [0, 0, 1]}, "trajectory 1 appears in more than one group"),
-        ({"similarity": 0.0}, "similarity threshold must be in \\(0, 1\\]"),
-        ({"similarity": 1.5}, "similarity threshold must be in \\(0, 1\\]"),
-        ({"similarity": 0.5, "anchors": ["a", 3, "b"]}, "string anchors; row 1 has a int"),
+        ({"grouping": 0.5}, "grouping must be None \\(exact anchors\\) or a GroupingSpec"),
+        ({"grouping": GroupingSpec("ro", 0.5), "anchors": ["a", 3, "b"]}, "string anchors; row 1 has a int"),
         ({"anchors": None}, "needs anchors"),
         ({"anchors": [["unhashable"], ["x"], ["y"]]}, "anchors must be hashable"),
         ({"estimator": "ppo"}, "unknown estimator"),
@@ -67,6 +67,19 @@ def test_helpers_validate_too() -> None:
     with pytest.raises(ValueError, match="length mismatch"):
         group_exact([0, 0], ["a"])
     with pytest.raises(ValueError, match="in \\(0, 1\\]"):
-        group_similar([0], [0], [0], ["a"], threshold=0)
+        group_similar([0], [0], [0], ["a"], GroupingSpec("ro", 0))
     with pytest.raises(ValueError, match="string anchors"):
-        group_similar([0], [0], [0], [b"bytes"], threshold=0.5)
+        group_similar([0], [0], [0], [b"bytes"], GroupingSpec("ro", 0.5))
+
+
+def test_grouping_spec_is_checked_once_in_its_constructor() -> None:
+    """The similarity threshold and metric are checked where the spec is made (and nowhere on the way down)."""
+    for bad in (0, 0.0, -0.1, 1.5, float("nan"), True, "0.9", None):
+        with pytest.raises(ValueError, match="similarity threshold must be"):
+            GroupingSpec("ro", bad)
+    with pytest.raises(ValueError, match="unknown similarity metric 'exact'"):
+        GroupingSpec("exact", 0.9)  # exact grouping has no spec: grouping=None
+    spec = GroupingSpec("indel", 1)
+    assert spec.threshold == 1.0 and isinstance(spec.threshold, float) and spec == GroupingSpec("indel", 1.0)
+    with pytest.raises(AttributeError):
+        spec.threshold = 0.5  # frozen: what was checked stays checked

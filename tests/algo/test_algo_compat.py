@@ -15,6 +15,7 @@ from text_edits import random_edits
 
 from gigpo.algo import group_similar
 from gigpo.algo.compat import official_anchor_key, official_leader_cluster, official_ratio
+from gigpo.algo.grouping import GroupingSpec
 
 WORDS = "the of [SEP] item price $19.99 buy now size color blue small back to search page next".split()
 
@@ -27,8 +28,8 @@ def test_argument_order_changes_the_ratio() -> None:
     # The leader "abab" comes first in the batch; the new text "baaab" scores 0.667 against it officially, so the
     # two share a step group at 0.5, while the default (leader first, 0.444) keeps them apart.
     args = ([0, 0], [0, 1], [0, 0], [1.0, 0.0], ["abab", "baaab"])
-    official = advantages(*args, similarity=0.5, compat="verl-agent")
-    default = advantages(*args, similarity=0.5)
+    official = advantages(*args, grouping=GroupingSpec("ro", 0.5), compat="verl-agent")
+    default = advantages(*args, grouping=GroupingSpec("ro", 0.5))
     assert official.step_group_ids.tolist() == [0, 0]
     assert default.step_group_ids.tolist() == [0, 1]
 
@@ -43,15 +44,15 @@ def test_autojunk_is_on_for_long_leaders() -> None:
     assert junk < exact  # this pair separates the two settings
     threshold = (junk + exact) / 2
     assert official_leader_cluster([leader, text], threshold).tolist() == [0, 1]
-    assert group_similar([0, 0], [0, 1], [0, 0], [leader, text], threshold).tolist() == [0, 0]
+    assert group_similar([0, 0], [0, 1], [0, 0], [leader, text], GroupingSpec("ro", threshold)).tolist() == [0, 0]
 
 
 def test_rows_are_walked_in_batch_order() -> None:
     a, b, c = "aaaaaaaaaa", "aaaaaaaaab", "aaaaaaaabb"  # a~b 0.9, b~c 0.9, a~c 0.8 (symmetric here)
     g, s, r = [5, 5, 5], [0, 1, 0], [0.0, 1.0, 0.0]
     t = ["t2", "t1", "t1"]  # (traj, step) order is a, b, c; batch order is c, b, a
-    official = advantages(g, t, s, r, [c, b, a], similarity=0.85, compat="verl-agent")
-    default = advantages(g, t, s, r, [c, b, a], similarity=0.85)
+    official = advantages(g, t, s, r, [c, b, a], grouping=GroupingSpec("ro", 0.85), compat="verl-agent")
+    default = advantages(g, t, s, r, [c, b, a], grouping=GroupingSpec("ro", 0.85))
     assert same_partition(official.step_group_ids.tolist(), [0, 0, 1])  # c leads, b joins c, a is alone
     assert same_partition(default.step_group_ids.tolist(), [1, 0, 0])  # a leads, b joins a, c is alone
 
@@ -68,7 +69,7 @@ def test_dict_and_list_anchors_are_keyed_like_the_official_code() -> None:
         advantages([0] * 4, [0, 1, 2, 3], [0] * 4, [1.0, 0.0, 1.0, 0.0], anchors)
     with pytest.raises(ValueError, match="string anchors"):  # the official similarity path raises too
         advantages(
-            [0] * 4, [0, 1, 2, 3], [0] * 4, [0.0] * 4, anchors, similarity=0.5, compat="verl-agent"
+            [0] * 4, [0, 1, 2, 3], [0] * 4, [0.0] * 4, anchors, grouping=GroupingSpec("ro", 0.5), compat="verl-agent"
         )
 
 
@@ -115,7 +116,7 @@ def text_batches(draw) -> tuple[list, list, list, list, list]:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cols=text_batches(), threshold=st.sampled_from([0.3, 0.5, 0.7, 0.9, 0.95]))
 def test_compat_similarity_groups_equal_the_official_reference(cols, threshold: float) -> None:
-    out = advantages(*cols, similarity=threshold, compat="verl-agent")
+    out = advantages(*cols, grouping=GroupingSpec("ro", threshold), compat="verl-agent")
     labels = ref_step_groups(cols[0], cols[1], cols[2], cols[4], threshold, compat="verl-agent")
     assert same_partition(out.step_group_ids.tolist(), labels)
     ref = ref_compute_advantages(*cols, similarity=threshold, compat="verl-agent")
@@ -126,5 +127,5 @@ def test_compat_rejects_what_it_cannot_reproduce() -> None:
     args = ([0, 0], [0, 1], [0, 0], [1.0, 0.0], ["abc", "abd"])
     with pytest.raises(ValueError, match="std_ddof=0"):
         advantages(*args, compat="verl-agent", std_ddof=0)
-    with pytest.raises(ValueError, match='similarity_metric must be "ro"'):
-        advantages(*args, similarity=0.5, similarity_metric="indel", compat="verl-agent")
+    with pytest.raises(ValueError, match='grouping.metric must be "ro"'):
+        advantages(*args, grouping=GroupingSpec("indel", 0.5), compat="verl-agent")

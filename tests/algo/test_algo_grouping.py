@@ -10,6 +10,7 @@ from algo_batches import TEXT_POOL, make_batch, same_partition
 from reference import ref_step_groups
 
 from gigpo.algo import group_exact, group_similar, similarity, step_group_stats
+from gigpo.algo.grouping import GroupingSpec
 
 
 def test_group_exact() -> None:
@@ -23,13 +24,13 @@ def test_group_similar_leader_order_is_traj_then_step() -> None:
     a, b, c = "aaaaaaaaaa", "aaaaaaaaab", "aaaaaaaabb"  # R-O: a~b 0.9, b~c 0.9, a~c 0.8
     ratio = difflib.SequenceMatcher(None, a, c, autojunk=False).ratio()
     assert ratio == pytest.approx(0.8)
-    ids = group_similar([5, 5, 5], ["t2", "t1", "t1"], [0, 1, 0], [c, b, a], threshold=0.85)
+    ids = group_similar([5, 5, 5], ["t2", "t1", "t1"], [0, 1, 0], [c, b, a], GroupingSpec("ro", 0.85))
     # a leads cluster 0; b joins a (0.9); c vs a is 0.8 < 0.85 -> new cluster.
     assert ids.tolist() == [1, 0, 0]
 
 
 def test_group_similar_never_crosses_episode_groups() -> None:
-    ids = group_similar([0, 1], [0, 1], [0, 0], ["same", "same"], threshold=0.5)
+    ids = group_similar([0, 1], [0, 1], [0, 0], ["same", "same"], GroupingSpec("ro", 0.5))
     assert ids[0] != ids[1]
 
 
@@ -37,14 +38,14 @@ def test_group_similar_never_crosses_episode_groups() -> None:
 @pytest.mark.parametrize("threshold", [0.4, 0.7, 1.0])
 def test_group_similar_matches_reference(seed: int, threshold: float) -> None:
     b = make_batch(seed, 3, 4, 5, "dense", len(TEXT_POOL), seed % 2 == 1, True)
-    got = group_similar(b.group_ids, b.traj_ids, b.steps, b.anchors, threshold)
+    got = group_similar(b.group_ids, b.traj_ids, b.steps, b.anchors, GroupingSpec("ro", threshold))
     ref = ref_step_groups(b.group_ids, b.traj_ids, b.steps, b.anchors, threshold)
     assert same_partition(got.tolist(), ref)
 
 
 def test_threshold_one_equals_exact_grouping() -> None:
     b = make_batch(4, 3, 4, 5, "dense", 4, False, False)
-    sim = group_similar(b.group_ids, b.traj_ids, b.steps, b.anchors, 1.0)
+    sim = group_similar(b.group_ids, b.traj_ids, b.steps, b.anchors, GroupingSpec("ro", 1.0))
     assert same_partition(sim.tolist(), group_exact(b.group_ids, b.anchors).tolist())
 
 
@@ -56,7 +57,7 @@ def test_uses_leader_cluster_many_when_available(monkeypatch: pytest.MonkeyPatch
         return [similarity.leader_cluster(b, threshold, metric=metric) for b in batches]
 
     monkeypatch.setattr(similarity, "leader_cluster_many", many, raising=False)
-    ids = group_similar([0, 0, 1], [0, 1, 2], [0, 0, 0], ["ab", "ab", "ab"], threshold=0.9)
+    ids = group_similar([0, 0, 1], [0, 1, 2], [0, 0, 0], ["ab", "ab", "ab"], GroupingSpec("ro", 0.9))
     assert calls == [2]  # one call for both episode groups
     assert ids[0] == ids[1] != ids[2]
 

@@ -81,8 +81,9 @@ def test_similarity_metrics_name_the_missing_library() -> None:
             except ImportError as err:
                 messages[metric] = str(err)
         minhash = leader_cluster(["a b c d", "a b c d"], 0.5, metric="minhash").tolist()
+        from gigpo.algo.grouping import GroupingSpec
         official = verl_agent_advantages(
-            [0, 0], [0, 1], [0, 0], [1.0, 0.0], ["abab", "baaab"], similarity=0.5
+            [0, 0], [0, 1], [0, 0], [1.0, 0.0], ["abab", "baaab"], grouping=GroupingSpec("ro", 0.5)
         ).step_group_ids.tolist()
         print(json.dumps({"messages": messages, "minhash": minhash, "official": official}))
         """

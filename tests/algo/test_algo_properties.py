@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference import ref_compute_advantages, ref_discounted_returns
 
-from gigpo.algo import discounted_returns
+from gigpo.algo import GroupingSpec, discounted_returns
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TOL = {"rtol": 1e-9, "atol": 1e-9}
@@ -35,9 +35,15 @@ def _with_compat_ddof(opts: dict) -> dict:
     return {**opts, "std_ddof": 1} if opts["compat"] == "verl-agent" else opts
 
 
+def _library(opts: dict) -> dict:
+    """The options as the library takes them: the reference's ``similarity`` threshold as a GroupingSpec."""
+    lib = {k: v for k, v in opts.items() if k != "similarity"}
+    return {**lib, "grouping": None if opts["similarity"] is None else GroupingSpec("ro", opts["similarity"])}
+
+
 def _check_against_reference(b: Batch, opts: dict, row_penalty=None) -> None:
     opts = _with_compat_ddof(opts)
-    out = advantages(*b.columns(), **opts, **({"row_penalty": row_penalty} if row_penalty is not None else {}))
+    out = advantages(*b.columns(), **_library(opts), **({"row_penalty": row_penalty} if row_penalty is not None else {}))
     ref = ref_compute_advantages(*b.columns(), **opts, row_penalty=row_penalty)
     for name in FIELDS:
         got = getattr(out, name)
@@ -84,8 +90,8 @@ def test_row_order_never_matters(b: Batch, opts: dict, seed: int) -> None:
         opts = {**opts, "similarity": None}
     perm = np.random.default_rng(seed).permutation(len(b.rewards))
     shuffled = Batch(*[[col[i] for i in perm] for col in b.columns()])
-    out = advantages(*b.columns(), **opts)
-    out_s = advantages(*shuffled.columns(), **opts)
+    out = advantages(*b.columns(), **_library(opts))
+    out_s = advantages(*shuffled.columns(), **_library(opts))
     for name in FIELDS:
         np.testing.assert_allclose(getattr(out_s, name), getattr(out, name)[perm], **TOL, err_msg=name)
     np.testing.assert_array_equal(out_s.step_group_ids, out.step_group_ids[perm])

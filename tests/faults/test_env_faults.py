@@ -220,7 +220,8 @@ def test_dynamic_sampling_keeps_only_surviving_informative_groups():
     # the env fails on round 0's first task seed; "a"/"b" alternate, so the other groups are informative
     seeds0 = round_seeds(cfg.train.seed, 1, 0, 3)
     col = _collector("fault-step-raises", factory=lambda: FaultyEnv(case="step-raises", bad_seed=seeds0[0]))
-    batch, stats, _ = collect_shards(col, cfg, 1, [0], 1)
+    got = collect_shards(col, cfg, 1, [0], 1)
+    batch, stats = got.batch, got.stats
     assert stats["failed_trajectories"] == 2.0 and stats["kept_groups"] == 3.0 and stats["rounds"] == 2.0
     assert len(set(batch.group_id)) == 3 and len(batch) == 3 * 2 * 3
     assert all(not t.failed for t in batch.trajectories if t.group_id in set(batch.group_id))

@@ -23,6 +23,7 @@ from gigpo.rollout.branching import BranchSpec, budget_problem, plan, restore_by
 from gigpo.train.algorithms import resolve_estimator
 from gigpo.train.config import load_config
 from gigpo.train.estimate import step_batch
+from gigpo.train.grouping import grouping_spec
 
 # 8 rooms, 6 steps: no episode can be won, so every trajectory runs to the cap and the step counts are exact
 LOCK = {"rooms": 8, "max_steps": 6, "lock_seed": 0}
@@ -98,7 +99,7 @@ def test_a_branched_gigpo_group_matches_the_env_steps_and_groups_its_siblings(ti
     cfg = load_config("lock", ["rollout.branch=every", f"rollout.branching.siblings={siblings}",
                                f"rollout.branching.every={every}"])
     est, common, options = resolve_estimator(cfg)
-    sg = est(step_batch(cfg, tree, True), common, options).step_group_ids
+    sg = est(step_batch(cfg, tree, grouping_spec(cfg), True), common, options).step_group_ids
     sizes = np.bincount(sg[sg >= 0])
     for parent_row, child_row in points:  # one anchor state: the parent's row and each sibling's first row
         assert sg[parent_row] == sg[child_row] >= 0

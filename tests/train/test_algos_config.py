@@ -115,6 +115,7 @@ def test_adding_an_algorithm_is_one_entry(monkeypatch):
     from gigpo.train.algorithms import AlgoSpec
     from gigpo.train.config import describe
     from gigpo.train.estimate import row_advantages
+    from gigpo.train.grouping import grouping_spec
 
     calls = []
     monkeypatch.setattr(registry, "_ESTIMATORS", dict(registry._ESTIMATORS))
@@ -131,7 +132,7 @@ def test_adding_an_algorithm_is_one_entry(monkeypatch):
     assert "const" in describe() and "constant advantages (test only)" in describe()
     batch = RolloutBatch(group_id=[0, 0], traj_id=[0, 1], step=[0, 0], reward=[1.0, 0.0], done=[True, True],
                          action_valid=[True, True], observation=["a", "a"], state_key=[0, 0])
-    adv, targets, stats = row_advantages(cfg, batch)
+    adv, targets, stats = row_advantages(cfg, batch, grouping_spec(cfg))
     assert calls == [2] and adv.tolist() == [0.5, 0.5] and targets is None and stats["adv/mean"] == 0.5
 
 

@@ -65,7 +65,8 @@ def test_trainer_masks_env_tokens_in_concat_rows(tmp_path):
 
     cfg = load_config(None, ["algorithm=grpo", "rollout.mode=concat", "train.iterations=1", *SMALL])
     tr = Trainer(cfg, tmp_path / "run")
-    batch, stats, _ = collect_shards(tr.collector, cfg, 1, [0], 1)
+    got = collect_shards(tr.collector, cfg, 1, [0], 1)
+    batch, stats = got.batch, got.stats
     assert stats["concat_rows"] == len(batch) == 4
     rows = list(range(len(batch)))
     logp, mask, _, _ = tr.passes.logprobs(tr.model, rows, batch)

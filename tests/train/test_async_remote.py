@@ -92,7 +92,7 @@ def test_each_batch_is_sampled_on_the_server_by_its_fixed_lag_version(tmp_path, 
 
     def next_batch(self, it):
         out = real_next(self, it)
-        batches[it] = out[0]
+        batches[it] = out.batch
         return out
 
     monkeypatch.setattr(AsyncRollout, "after_update", after_update)

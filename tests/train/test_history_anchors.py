@@ -12,7 +12,7 @@ from gigpo.rollout.batch import RolloutBatch
 from gigpo.train.config import load_config
 from gigpo.train.config_error import ConfigError
 from gigpo.train.estimate import row_advantages
-from gigpo.train.grouping import anchors_for
+from gigpo.train.grouping import anchors_for, grouping_spec
 
 # Two trajectories of one group visit "s" at step 2, one from "a", one from "b"; both start at "x".
 TRAJ = [0, 0, 0, 1, 1, 1]
@@ -52,13 +52,13 @@ def test_history_changes_the_step_advantage():
 
 def test_anchors_for_and_row_advantages_use_history_and_hgpo():
     b = batch()
-    anchors, sim, _ = anchors_for(b, "exact", 0.9, history=1)
-    assert sim is None and anchors.shape == (6, 2)
-    anchors, _, _ = anchors_for(b, "state_key", 0.9, history=2)
+    anchors = anchors_for(b, "exact", None, history=1)
+    assert anchors.shape == (6, 2)
+    anchors = anchors_for(b, "state_key", None, history=2)
     assert anchors.shape == (6, 3)
     for overrides in (["grouping.history=1"], ["algorithm=hgpo"], ["algorithm=hgpo", "algorithm.hgpo.episode=false"]):
         cfg = load_config("lock", overrides)
-        adv, _, stats = row_advantages(cfg, b)
+        adv, _, stats = row_advantages(cfg, b, grouping_spec(cfg))
         assert adv.shape == (6,) and np.isfinite(adv).all() and "adv/abs_step_mean" in stats
 
 

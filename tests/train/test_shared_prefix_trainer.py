@@ -31,7 +31,7 @@ def _grads_of_one_update(cfg, batch, adv):
     tr.update(batch, adv, 1, prep)
     tally = tr.passes.take_tally()
     tr.collector.close()
-    return seen[0], prep["old"], tally
+    return seen[0], prep.old, tally
 
 
 @pytest.mark.parametrize("mode", ["step", "concat"])
@@ -42,7 +42,7 @@ def test_update_gradients_equal_with_and_without_shared_prefixes(tmp_path, mode)
     cfg_off = load_config(None, [*over, f"train.run_dir={tmp_path / 'off'}", "optim.shared_prefix=off"])
     with torch.random.fork_rng(devices=[]):
         tr = Trainer(cfg_off)
-        batch, _, _ = collect_shards(tr.collector, cfg_off, 1, tr.dist.shards, tr.dist.n_shards)
+        batch = collect_shards(tr.collector, cfg_off, 1, tr.dist.shards, tr.dist.n_shards).batch
         tr.collector.close()
     adv = np.random.default_rng(0).normal(size=len(batch))
     with torch.random.fork_rng(devices=[]):

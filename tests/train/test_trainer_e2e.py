@@ -11,6 +11,7 @@ from trainer_interrupt import interrupt_at
 from gigpo.cli import main as cli_main
 from gigpo.train.checkpoint import list_checkpoints
 from gigpo.train.config import load_config
+from gigpo.train.estimate import Advantages
 from gigpo.train.metrics import read_metrics
 from gigpo.train.trainer import Trainer
 
@@ -88,7 +89,7 @@ def test_non_finite_loss_skips_the_update(tmp_path, monkeypatch):
     trainer = Trainer(cfg)
     before = [p.detach().clone() for p in trainer.model.parameters()]
     monkeypatch.setattr("gigpo.train.trainer.row_advantages",
-                        lambda cfg, batch, *a, **k: (np.full(len(batch), np.nan), None, {}))
+                        lambda cfg, batch, *a, **k: Advantages(np.full(len(batch), np.nan), None, {}))
     with pytest.warns(UserWarning, match="non-finite loss; update skipped"):
         rec = trainer.train()
     assert rec["update/skipped_steps"] > 0
@@ -107,7 +108,7 @@ def test_an_iteration_without_signal_leaves_the_weights_alone(tmp_path, monkeypa
 
     def zero_advantages(cfg, batch, *a, **k):
         seen["batch"] = batch
-        return np.zeros(len(batch)), None, {}
+        return Advantages(np.zeros(len(batch)), None, {})
 
     monkeypatch.setattr("gigpo.train.trainer.row_advantages", zero_advantages)
     prepare = trainer.prepare
@@ -124,7 +125,7 @@ def test_an_iteration_without_signal_leaves_the_weights_alone(tmp_path, monkeypa
     # One mini-batch without signal inside an update that has some: its passes run, its AdamW step does not.
     batch = seen["batch"]
     prep = prepare(batch)
-    stats = trainer._minibatch_step(batch, prep["rows"], prep.get("old", {}), None, torch.zeros(len(batch)))
+    stats = trainer._minibatch_step(batch, prep.rows, prep.old, None, torch.zeros(len(batch)))
     assert stats["update/no_signal_steps"] == 1.0 and stats["update/grad_norm"] == 0.0
     assert all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))
 

@@ -8,7 +8,7 @@ grouped by similarity.
 from typing import Any
 
 from gigpo.algo.advantages import AdvantageOutput, compute_advantages, group_normalize
-from gigpo.algo.grouping import group_exact, group_similar, step_group_stats
+from gigpo.algo.grouping import GroupingSpec, group_exact, group_similar, step_group_stats
 from gigpo.algo.returns import discounted_returns
 
 # Names served by gigpo.algo.losses, imported (with torch) the first time one of them is used.
@@ -16,6 +16,7 @@ _LOSSES = ("aggregate", "entropy_from_logits", "kl_penalty", "masked_mean", "pol
 
 __all__ = [
     "AdvantageOutput",
+    "GroupingSpec",
     "aggregate",
     "compute_advantages",
     "discounted_returns",

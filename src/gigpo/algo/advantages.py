@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from gigpo.algo.grouping import check_texts, check_threshold, cluster_sorted, step_group_stats
+from gigpo.algo.grouping import GroupingSpec, check_texts, cluster_sorted, step_group_stats
 from gigpo.algo.ids import (
     as_numpy,
     as_object_list,
@@ -127,8 +127,7 @@ def compute_advantages(
     gamma: float = 0.95,
     step_weight: float = 1.0,
     normalize: str = "mean_std",
-    similarity: float | None = None,
-    similarity_metric: str = "ro",
+    grouping: GroupingSpec | None = None,
     eps: float = 1e-6,
     *,
     std_ddof: int = 1,
@@ -137,14 +136,15 @@ def compute_advantages(
 
     Inputs (length N, lists / numpy / torch; any row order): ``group_ids`` (episode group), ``traj_ids``, ``steps``
     (int t within the trajectory), ``rewards`` (r_t, penalties included), ``anchors`` (step-grouping keys: any
-    hashable, or strings when ``similarity`` is set; ignored by "grpo"/"rloo").
+    hashable, or strings when ``grouping`` is set; ignored by "grpo"/"rloo").
 
     Episode term, on R(τ) = Σ_t r_t with statistics over the trajectories of a group (each counts once):
       grpo: A_E = (R − mean_G R) / F;  rloo: A_E = (R − mean of the *other* trajectories' R) / F
       F = std_G R + eps for "mean_std" (std with ``std_ddof``: 1 = ``torch.std``, the default; 0 = population),
       F = 1 for "mean"; singleton group → 0.
     Step term (estimator "gigpo"): R_t = r_t + γ R_{t+1}; step group = same ``group_id`` and matching anchor
-      (exact key, or greedy-leader similarity ≥ ``similarity`` in (trajectory, step) order);
+      (exact key; or, with ``grouping`` a :class:`GroupingSpec`, greedy-leader similarity ≥ its threshold in
+      (trajectory, step) order);
       A_S = (R_t − mean_S R_t) / F_S with the same normalisation over the rows of the step group; singleton → 0.
     Result: A = A_E + ``step_weight`` · A_S ("gigpo"), A = A_E ("grpo", "rloo"; then A_S = 0, step ids = -1).
 
@@ -152,15 +152,15 @@ def compute_advantages(
     its invalid-action penalty): :func:`gigpo.algo.compat.verl_agent_advantages`, same arguments.
 
     Raises ``ValueError`` naming the problem for: mismatched lengths, empty input, NaN/inf rewards, duplicate
-    (trajectory, step) pairs, a trajectory in two groups, ``similarity`` outside (0, 1], non-string anchors with
-    similarity, missing anchors for "gigpo", unknown option values, ω negative or not finite.
+    (trajectory, step) pairs, a trajectory in two groups, ``grouping`` not a GroupingSpec (whose constructor checks
+    its threshold), non-string anchors with similarity, missing anchors for "gigpo", unknown option values, ω negative or not finite.
     """
-    check_options(estimator, episode_estimator, normalize, similarity, eps, step_weight, std_ddof)
+    check_options(estimator, episode_estimator, normalize, grouping, eps, step_weight, std_ddof)
     return group_advantages(
         group_ids, traj_ids, steps, rewards, anchors, estimator=estimator, episode_estimator=episode_estimator,
         gamma=gamma, step_weight=step_weight, normalize=normalize, eps=eps, std_ddof=std_ddof,
         episode_term=episode_term,
-        step_labels=lambda rows, anchors: step_labels(rows, anchors, similarity, similarity_metric),
+        step_labels=lambda rows, anchors: step_labels(rows, anchors, grouping),
     )
 
 
@@ -200,7 +200,7 @@ def group_advantages(
     return AdvantageOutput(advantages, ep_adv, step_adv, returns, episode_returns, step_ids, stats)
 
 
-def check_options(estimator, episode_estimator, normalize, similarity, eps, step_weight, std_ddof) -> None:
+def check_options(estimator, episode_estimator, normalize, grouping, eps, step_weight, std_ddof) -> None:
     """The option checks shared by :func:`compute_advantages` and the verl-agent reproduction."""
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}; expected one of {ESTIMATORS}")
@@ -212,8 +212,8 @@ def check_options(estimator, episode_estimator, normalize, similarity, eps, step
         raise ValueError(f"unknown normalize {normalize!r}; expected one of {NORMALIZATIONS}")
     if isinstance(std_ddof, bool) or std_ddof not in STD_DDOFS:
         raise ValueError(f"std_ddof must be 0 or 1, got {std_ddof!r}")
-    if similarity is not None:
-        check_threshold(similarity)
+    if grouping is not None and not isinstance(grouping, GroupingSpec):
+        raise ValueError(f"grouping must be None (exact anchors) or a GroupingSpec, got {grouping!r:.80}")
     if not np.isfinite(eps) or eps < 0:
         raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
     check_step_weight(step_weight)
@@ -285,10 +285,10 @@ def _step_term(
     return step_ids, step_adv
 
 
-def step_labels(rows: Rows, anchors: Any, similarity: float | None, metric: str) -> np.ndarray:
+def step_labels(rows: Rows, anchors: Any, grouping: GroupingSpec | None) -> np.ndarray:
     """Step-group labels (equal ⇔ same step group): exact anchor keys within the episode group, or greedy-leader
     similarity clusters per episode group in (trajectory, step) order."""
-    if similarity is None:
+    if grouping is None:
         acodes, n_anchor = factorize_keys(anchors, "anchors")
         return pair_codes(acodes, n_anchor, rows.gcodes, rows.n_groups)[0]
     texts = as_object_list(anchors, "anchors")
@@ -296,7 +296,7 @@ def step_labels(rows: Rows, anchors: Any, similarity: float | None, metric: str)
     by_group = rows.index.order[
         np.argsort(rows.gcodes[rows.index.order], kind="stable")
     ]  # (group, traj, step)
-    return cluster_sorted(rows.gcodes[by_group], by_group, texts, float(similarity), metric)
+    return cluster_sorted(rows.gcodes[by_group], by_group, texts, grouping)
 
 
 def _stats(adv, ep_adv, step_adv, traj_return, rows: Rows, step_ids, use_steps) -> dict:

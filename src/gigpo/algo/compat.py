@@ -25,7 +25,7 @@ from gigpo.algo.advantages import (
     group_advantages,
     group_normalize,
 )
-from gigpo.algo.grouping import check_texts
+from gigpo.algo.grouping import GroupingSpec, check_texts
 from gigpo.algo.ids import as_numpy, as_object_list, factorize_keys, pair_codes
 from gigpo.algo.returns import as_rewards
 
@@ -41,8 +41,7 @@ def verl_agent_advantages(
     gamma: float = 0.95,
     step_weight: float = 1.0,
     normalize: str = "mean_std",
-    similarity: float | None = None,
-    similarity_metric: str = "ro",
+    grouping: GroupingSpec | None = None,
     eps: float = 1e-6,
     *,
     row_penalty: Any = None,
@@ -56,12 +55,12 @@ def verl_agent_advantages(
     autojunk) — which makes the result depend on row order. ``row_penalty`` reproduces its invalid-action
     penalty, applied after discounting: the row's episode score becomes R(τ) − p and its step return R_t − p (pass
     un-penalised ``rewards`` then)."""
-    check_options(estimator, episode_estimator, normalize, similarity, eps, step_weight, std_ddof)
+    check_options(estimator, episode_estimator, normalize, grouping, eps, step_weight, std_ddof)
     if std_ddof != 1:
         raise ValueError('compat="verl-agent" uses torch.std (std_ddof=1); std_ddof=0 contradicts it')
-    if similarity is not None and similarity_metric != "ro":
-        raise ValueError(f'compat="verl-agent" reproduces the official difflib score; similarity_metric must be '
-                         f'"ro", got {similarity_metric!r}')
+    if grouping is not None and grouping.metric != "ro":
+        raise ValueError(f'compat="verl-agent" reproduces the official difflib score; grouping.metric must be '
+                         f'"ro", got {grouping.metric!r}')
     penalty = None
     if row_penalty is not None:
         penalty = as_rewards(row_penalty, None)
@@ -81,12 +80,12 @@ def verl_agent_advantages(
         return ep_adv
 
     def step_labels(rows: Rows, anchors: Any) -> np.ndarray:
-        if similarity is None:
+        if grouping is None:
             acodes, n_anchor = official_anchor_codes(anchors)
             return pair_codes(acodes, n_anchor, rows.gcodes, rows.n_groups)[0]
         texts = as_object_list(anchors, "anchors")
         check_texts(texts)
-        return official_similarity_groups(rows.gcodes, texts, float(similarity))
+        return official_similarity_groups(rows.gcodes, texts, grouping.threshold)
 
     return group_advantages(
         group_ids, traj_ids, steps, rewards, anchors, estimator=estimator, episode_estimator=episode_estimator,

@@ -7,6 +7,7 @@ that returns, exact grouping and advantages never load the similarity engine or 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,34 @@ from gigpo.algo.ids import (
     pair_codes,
     relabel_first_seen,
 )
+
+#: The similarity scores step grouping can use (:mod:`gigpo.algo.similarity`'s text metrics; named here so that
+#: checking a spec does not load the similarity engine).
+SIMILARITY_METRICS = ("ro", "indel", "minhash")
+
+
+@dataclass(frozen=True)
+class GroupingSpec:
+    """Similarity step grouping: two anchor texts of one episode group match when ``metric``'s score of (leader,
+    text) is ≥ ``threshold`` (greedy leader clustering, :func:`group_similar`). ``metric``: "ro" (Ratcliff–
+    Obershelp, ``difflib.SequenceMatcher(None, leader, text, autojunk=False).ratio()``), "indel" (normalised indel
+    similarity) or "minhash" (estimated Jaccard of character shingles). Exact grouping has no spec (None).
+
+    The one place the threshold is checked: a real number in (0, 1] (``ValueError`` otherwise), as is the metric;
+    ``grouping.metric`` / ``grouping.threshold`` of a config become one of these once, at validation."""
+
+    metric: str = "ro"
+    threshold: float = 0.9
+
+    def __post_init__(self) -> None:
+        if self.metric not in SIMILARITY_METRICS:
+            raise ValueError(f"unknown similarity metric {self.metric!r}; expected one of {SIMILARITY_METRICS}")
+        t = self.threshold
+        if isinstance(t, bool) or not isinstance(t, (int, float, np.floating, np.integer)):
+            raise ValueError(f"similarity threshold must be a float in (0, 1], got {t!r}")
+        if not (0.0 < float(t) <= 1.0):
+            raise ValueError(f"similarity threshold must be in (0, 1], got {t!r}")
+        object.__setattr__(self, "threshold", float(t))
 
 
 def group_exact(group_ids: Any, anchors: Any) -> np.ndarray:
@@ -41,18 +70,15 @@ def group_similar(
     traj_ids: Any,
     steps: Any,
     texts: Sequence[str],
-    threshold: float,
-    metric: str = "ro",
+    spec: GroupingSpec,
 ) -> np.ndarray:
     """Similarity grouping: greedy leader clustering of anchor texts within each episode group.
 
     Within one ``group_id``, rows are visited in (trajectory id, step) order (natural order of the ids: numeric for
     ints, lexicographic for strings); each row joins the first cluster, in creation order, whose leader scores
-    ``>= threshold`` under ``metric`` (``"ro"`` = Ratcliff–Obershelp, difflib with ``autojunk=False``), else it
-    leads a new cluster. The visiting order makes the result independent of row order. Returns int64 step-group
+    ``>= spec.threshold`` under ``spec.metric`` (:class:`GroupingSpec`), else it leads a new cluster. The visiting order makes the result independent of row order. Returns int64 step-group
     ids, unique across episode groups, numbered group by group in that visiting order.
     """
-    check_threshold(threshold)
     gcodes, _ = factorize_ids(group_ids, "group_ids")
     tcodes, _ = factorize_ids(traj_ids, "traj_ids")
     st = as_numpy(steps)
@@ -64,15 +90,7 @@ def group_similar(
         )
     check_texts(text_list)
     order = np.lexsort((st, tcodes, gcodes))
-    return cluster_sorted(gcodes[order], order, text_list, threshold, metric)
-
-
-def check_threshold(threshold: Any) -> None:
-    """A similarity threshold is a real number in (0, 1] (``ValueError`` otherwise)."""
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.floating, np.integer)):
-        raise ValueError(f"similarity threshold must be a float in (0, 1], got {threshold!r}")
-    if not (0.0 < float(threshold) <= 1.0):
-        raise ValueError(f"similarity threshold must be in (0, 1], got {threshold!r}")
+    return cluster_sorted(gcodes[order], order, text_list, spec)
 
 
 def check_texts(texts: list) -> None:
@@ -84,9 +102,7 @@ def check_texts(texts: list) -> None:
             )
 
 
-def cluster_sorted(
-    gcodes_sorted: np.ndarray, order: np.ndarray, texts: list, threshold: float, metric: str
-) -> np.ndarray:
+def cluster_sorted(gcodes_sorted: np.ndarray, order: np.ndarray, texts: list, spec: GroupingSpec) -> np.ndarray:
     """Cluster rows already sorted by (group, traj, step); ``order[k]`` is the original row of sorted position k."""
     n = order.size
     out = np.empty(n, dtype=np.int64)
@@ -101,7 +117,7 @@ def cluster_sorted(
     batches = [
         [texts[i] for i in order[s:e].tolist()] for s, e in zip(starts.tolist(), ends.tolist(), strict=True)
     ]
-    local = similarity.leader_cluster_many(batches, float(threshold), metric=metric)
+    local = similarity.leader_cluster_many(batches, spec.threshold, metric=spec.metric)
     offset = 0
     sorted_ids = np.empty(n, dtype=np.int64)
     for s, e, ids in zip(starts.tolist(), ends.tolist(), local, strict=True):

@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from gigpo.algo.grouping import GroupingSpec
+
 EPISODE_TERMS = ("grpo", "rloo")
 
 
@@ -42,7 +44,7 @@ class StepBatch:
     """One row per agent step actually taken, in any row order (every estimator gives the same answer for any
     order). Arrays of length N: ``group_id`` (episode group), ``traj_id``, ``step`` (t within its trajectory),
     ``reward`` (r_t, penalties included); optional: ``anchors`` (step-grouping keys, or texts when
-    ``similarity`` is set, compared with ``similarity_metric``), ``values`` (the critic's V(s_t)), ``kl`` (Σ over
+    ``grouping`` — a :class:`gigpo.algo.grouping.GroupingSpec` — is set: similarity grouping), ``values`` (the critic's V(s_t)), ``kl`` (Σ over
     the step's tokens of log π_old − log π_ref), ``won`` (the row's trajectory succeeded), ``truncated`` (the row
     is the last of a trajectory cut by a time/step limit, not ended by the env), ``bootstrap_values`` (V of the
     state after a truncated row; 0 elsewhere)."""
@@ -52,8 +54,7 @@ class StepBatch:
     step: Any
     reward: Any
     anchors: Any = None
-    similarity: float | None = None
-    similarity_metric: str = "ro"
+    grouping: GroupingSpec | None = None
     values: np.ndarray | None = None
     kl: np.ndarray | None = None
     won: np.ndarray | None = None

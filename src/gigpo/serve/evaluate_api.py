@@ -19,7 +19,7 @@ from gigpo.rollout.batch import Trajectory
 from gigpo.safefiles import json_lines
 from gigpo.serve.chat_prompt import ChatPromptBuilder
 from gigpo.serve.engine import OpenAIEngine
-from gigpo.train.compose import build_collector, eval_seeds
+from gigpo.train.compose import build_collector, build_prompt_builder, eval_seeds
 from gigpo.train.config import Config, ConfigError, load_config
 
 RESULTS = "results.jsonl"
@@ -87,8 +87,8 @@ def run_episode(cfg: Config, client: ChatClient, model: str, seed: int, index: i
     engine = OpenAIEngine(client, model, **(engine_options or {}))
     # build_collector is the trainer's own wiring (max_steps, invalid penalty, history length, ...); only the
     # prompt builder differs: messages for the server's chat template instead of token ids.
-    collector = build_collector(cfg, engine, tokenizer=None, split="test")
-    collector.prompts = ChatPromptBuilder.like(collector.prompts, max_prompt_chars)
+    prompts = ChatPromptBuilder.like(build_prompt_builder(cfg, engine, None), max_prompt_chars)
+    collector = build_collector(cfg, engine, tokenizer=None, split="test", prompts=prompts)
     started = time.monotonic()
     res = EpisodeResult.pending(index, seed)
     try:

@@ -65,7 +65,7 @@ import torch
 from gigpo.rollout.batch import RolloutBatch, Trajectory
 from gigpo.train import rng_streams
 from gigpo.train.async_batches import ASYNC_FILE, load_batches, save_batches
-from gigpo.train.dynamic_sampling import collect_shards
+from gigpo.train.dynamic_sampling import CollectedBatch, collect_shards
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,8 @@ class _GuardedCollector:
 
 
 class AsyncRollout:
-    """Drives the rollout thread for a :class:`gigpo.train.trainer.Trainer` (module docstring)."""
+    """Drives the rollout thread for a :class:`gigpo.train.trainer.Trainer` (module docstring); built by
+    :func:`gigpo.train.compose.build_async_rollout`."""
 
     def __init__(self, cfg: Any, model: Any, engine: Any, collector: Any, start_iteration: int,
                  resumed_from: Path | None = None, *, pushed_version: int | None = None, owns_engine: bool = True):
@@ -196,27 +197,6 @@ class AsyncRollout:
         self._collector = _GuardedCollector(collector, engine, self._repush, self._stop)
         self._thread = threading.Thread(target=self._run, args=(first,), name="gigpo-async-rollout", daemon=True)
         self._thread.start()
-
-    @classmethod
-    def for_trainer(cls, trainer: Any) -> AsyncRollout:
-        """The async rollout of ``trainer``, by the engine's ``capabilities.async_rollout``: "worker" (``hf``)
-        samples in the engine class's ``async_worker`` process; "pinned" (``openai``'s servers) uses the trainer's
-        own engine — started on ``trainer.start_iteration`` — and ``trainer.eval_collector`` is wrapped so that
-        evaluations take the engine lock (module docstring)."""
-        from gigpo.rollout.engines import engine_spec
-        from gigpo.train.compose import build_collector
-
-        cfg = trainer.cfg
-        spec = engine_spec(cfg.rollout.engine)
-        if spec.capabilities.async_rollout == "worker":  # a copy of the weights in a process of its own
-            engine = spec.cls.async_worker(trainer.model, trainer.tok, max(int(cfg.train.threads or 1), 1))
-            return cls(cfg, trainer.model, engine, build_collector(cfg, engine, trainer.tok, branch=True),
-                       trainer.start_iteration, trainer.resumed_from)
-        engine = trainer.engine
-        out = cls(cfg, trainer.model, engine, build_collector(cfg, engine, trainer.tok, branch=True),
-                  trainer.start_iteration, trainer.resumed_from, pushed_version=trainer.start_iteration, owns_engine=False)
-        trainer.eval_collector = _LatestVersionCollector(trainer.eval_collector, out, trainer.model)
-        return out
 
     # ------------------------------------------------------------------ the rollout thread
     def push_locked(self, version: int, model: Any = None) -> dict[str, float] | None:
@@ -259,7 +239,8 @@ class AsyncRollout:
                     if hasattr(self.engine, "seed"):
                         self.engine.seed(int(torch_seed))
                     t0 = time.perf_counter()
-                    batch, stats, row_shard = collect_shards(self._collector, cfg, it, [0], 1)
+                    got = collect_shards(self._collector, cfg, it, [0], 1)
+                    batch, stats, row_shard = got.batch, got.stats, got.row_shard
                     seconds = time.perf_counter() - t0
                 batch.policy_version = [v] * len(batch)
                 with self._cond:
@@ -283,8 +264,9 @@ class AsyncRollout:
                 self._cond.wait(0.2)
             return self._ready[it]
 
-    def next_batch(self, it: int) -> tuple[RolloutBatch, dict[str, float], np.ndarray, dict[str, float]]:
-        """Iteration ``it``'s batch, its ``rollout/*`` stats, row shards, and the async metrics of the wait."""
+    def next_batch(self, it: int) -> CollectedBatch:
+        """Iteration ``it``'s batch, its ``rollout/*`` stats, row shards, and (``metrics``) the async metrics of the
+        wait."""
         t0 = time.perf_counter()
         self._wait_for(it)
         with self._cond:
@@ -299,7 +281,7 @@ class AsyncRollout:
             rec[f"rollout/staleness_{d}"] = float(d == lag) if len(batch) else 0.0
         rec["rollout/worker_restarts"] = float(getattr(self.engine, "restarts", 0))
         rec.update(push_rec)  # a server engine: weights/* of the push this batch was sampled after
-        return batch, stats, row_shard, rec
+        return CollectedBatch(batch, stats, row_shard, rec)
 
     def after_update(self, it: int, model: Any) -> None:
         """Version ``it`` exists: the batches that wait for it may start."""
@@ -322,7 +304,7 @@ class AsyncRollout:
             self.engine.close()
 
 
-class _LatestVersionCollector:
+class LatestVersionCollector:
     """The trainer's eval collector over a pinned server engine: each ``collect`` runs between batches (the
     engine lock) on the learner's current weights, pushed as the newest version — what a synchronous run
     evaluates. Call it from the learner's thread only (its model must not change meanwhile)."""
@@ -340,7 +322,7 @@ class _LatestVersionCollector:
         return getattr(self.collector, name)
 
 
-__all__ = ["ASYNC_FILE", "AsyncRollout", "WeightStore", "load_batches", "sampled_version",
+__all__ = ["ASYNC_FILE", "AsyncRollout", "LatestVersionCollector", "WeightStore", "load_batches", "sampled_version",
            "save_batches"]
 
 

@@ -13,6 +13,7 @@ import types
 import typing
 from typing import Any, Literal, get_args, get_origin
 
+from gigpo.algo.grouping import GroupingSpec
 from gigpo.train.algorithms import algorithm_names, check_algorithm, spec_of
 from gigpo.train.config_bounds import check_async_staleness, check_secrets, check_token_caps, known_context
 from gigpo.train.config_coerce import INT_LIMIT, coerce
@@ -117,7 +118,10 @@ def validate(cfg: Config) -> None:
            "algorithm.compat=verl-agent reproduces torch.std (ddof 1); it cannot be combined with algorithm.std_ddof=0")
     _check(a.compat is None or cfg.grouping.metric in ("exact", "state_key", "observation", "ro"),
            "algorithm.compat=verl-agent groups by exact anchors or Ratcliff-Obershelp (grouping.metric=ro) only")
-    _check(0 < cfg.grouping.threshold <= 1, "grouping.threshold must be in (0, 1]")
+    try:  # the threshold's one range check is GroupingSpec's (exact metrics keep a valid one too: it is saved)
+        GroupingSpec("ro", cfg.grouping.threshold)
+    except ValueError as err:
+        raise ConfigError(f"grouping.threshold: {err}") from None
     _check(cfg.grouping.history >= 0, "grouping.history must be >= 0 (0 = the current anchor only)")
     _check(cfg.grouping.history == 0 or cfg.grouping.metric in ("exact", "state_key", "observation"),
            "grouping.history > 0 needs grouping.metric=exact, observation or state_key (similarity grouping has no "

@@ -238,21 +238,20 @@ def shutdown() -> None:
     _CTX = DistContext()
 
 
-def split_evaluation(ctx: DistContext, run_evaluation: Any, collector: Any, seed: int, episodes: int,
+def split_evaluation(ctx: DistContext, run_evaluation: Any, summarize: Any, collector: Any, seed: int, episodes: int,
                      temperature: float) -> tuple[dict, Any]:
     """Evaluation of the held-out seeds ``eval_seeds(seed, episodes)`` split over the ranks (contiguous,
-    ``np.array_split``), the batches gathered and summarised as one — the summary of the same seeds one process
-    evaluates. One process: ``run_evaluation(collector, seed, episodes, temperature)``."""
+    ``np.array_split``), the batches gathered and summarised as one by ``summarize`` — the summary of the same seeds
+    one process evaluates. One process: ``run_evaluation(collector, seed, episodes, temperature)``."""
     if not ctx.active:
         return run_evaluation(collector, seed, episodes, temperature)
     from gigpo.rollout.batch import merge_batches
-    from gigpo.train.compose import eval_seeds
-    from gigpo.train.evaluate import evaluation_summary
+    from gigpo.train.rng_streams import eval_seeds
 
     mine = np.array_split(np.asarray(eval_seeds(seed, episodes), dtype=np.int64), ctx.world_size)[ctx.rank]
     batch = collector.collect(mine.tolist(), 1, temperature=temperature)
     merged = merge_batches(ctx.gather_objects(batch))
-    return evaluation_summary(merged), merged
+    return summarize(merged), merged
 
 
 _PEER_SIGNS = ("connection closed by peer", "connection reset by peer", "broken pipe", "timed out", "nccl")

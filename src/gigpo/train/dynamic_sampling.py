@@ -4,6 +4,7 @@ and the stop rule for runs whose envs fail every trajectory (:class:`RunFailed`)
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ import numpy as np
 from gigpo.rollout.batch import COLUMNS, RolloutBatch, id_span, merge_batches
 from gigpo.rollout.concat import to_concat_batch
 from gigpo.train import rng_streams
-from gigpo.train.compose import EVAL_SEED_BASE, train_seeds
+from gigpo.train.rng_streams import EVAL_SEED_BASE, train_seeds
 
 
 class RunFailed(RuntimeError):
@@ -126,8 +127,19 @@ def dynamic_sample(
     return merge_batches(kept), merge_batches(every), stats
 
 
-def collect_shards(collector: Any, cfg: Any, iteration: int, shards: list[int], n_shards: int
-                   ) -> tuple[RolloutBatch, dict[str, float], np.ndarray]:
+@dataclass
+class CollectedBatch:
+    """What an iteration's rollout hands to the rest of it: the ``batch`` it trains on, its ``rollout/*`` metrics
+    (``stats``, keys without the prefix), the shard of each row (``row_shard``: which data-parallel shard
+    collected it, for the mini-batch partition) and, from an async rollout, its own ``metrics`` (prefixed)."""
+
+    batch: RolloutBatch
+    stats: dict[str, float]
+    row_shard: np.ndarray
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def collect_shards(collector: Any, cfg: Any, iteration: int, shards: list[int], n_shards: int) -> CollectedBatch:
     """The batch an iteration trains on, its ``rollout/*`` metrics and the shard of each row.
 
     The ``rollout.groups`` task seeds of the iteration are drawn whole, then cut into ``n_shards`` contiguous
@@ -135,64 +147,96 @@ def collect_shards(collector: Any, cfg: Any, iteration: int, shards: list[int], 
     rank: its own; one process: all of them), each shard sampled from its own torch seed when ``n_shards`` > 1,
     so the trajectories depend on (seed, iteration, n_shards), not on how many ranks collect them.
 
-    Per shard and round: collect the shard's groups × ``group_size``, add the overlong penalty when enabled.
-    With ``rollout.dapo.dynamic_sampling`` each shard refills to its own group count through :func:`dynamic_sample`;
-    success/return metrics then cover every trajectory collected (all rounds), not only the kept ones. In concat
-    mode the kept step rows are folded into one row per trajectory (:func:`gigpo.rollout.concat.to_concat_batch`)
-    after filtering.
-
+    Per shard: :func:`collect_shard` (rounds, overlong shaping, dynamic sampling); then the run-failure rule
+    (:func:`check_failed_iterations`, which may raise :class:`RunFailed`), the metrics over every trajectory
+    collected (:func:`shard_metrics`), concat folding (:func:`fold_concat`) and the row shards (:func:`row_shards`).
     Failed trajectories (env faults, see :class:`gigpo.rollout.Collector`) have no rows, so they never count as
     informative groups and never reach the advantages; ``failed_trajectories`` counts them over all rounds.
-    Raises :class:`RunFailed` via :func:`check_failed_iterations` when failures leave nothing to train on.
     """
-    from gigpo.train.distributed import shard_slices, shard_torch_seed
+    from gigpo.train.distributed import shard_slices
 
-    r = cfg.rollout
-    extra: dict[str, float] = {}
-    cut = shard_slices(r.groups, n_shards)
-    kept_parts: list[RolloutBatch] = []
-    every_parts: list[RolloutBatch] = []
+    cut = shard_slices(cfg.rollout.groups, n_shards)
+    kept_parts, every_parts, shard_stats = [], [], []
     for shard in shards:
-        if n_shards > 1:
-            import torch
-
-            torch.manual_seed(shard_torch_seed(cfg.train.seed, iteration, shard))
-
-        def one_round(k: int, part: slice = cut[shard]) -> RolloutBatch:
-            b = collector.collect(round_seeds(cfg.train.seed, iteration, k, r.groups)[part], r.group_size)
-            if r.dapo.overlong_buffer > 0:
-                extra["overlong_penalty"] = extra.get("overlong_penalty", 0.0) + shape_overlong(
-                    b, r.max_response_tokens, r.dapo.overlong_buffer, r.dapo.overlong_penalty)
-            return b
-
-        if r.dapo.dynamic_sampling:
-            kept, every, ds = dynamic_sample(one_round, cut[shard].stop - cut[shard].start, r.dapo.max_rounds)
-            for k, v in ds.items():  # rounds: the most any shard needed; filled: every shard filled
-                extra[k] = max(extra.get(k, v), v) if k == "rounds" else (
-                    min(extra.get(k, v), v) if k == "filled" else extra.get(k, 0.0) + v)
-            extra["_rounds_total"] = extra.get("_rounds_total", 0.0) + ds["rounds"]
-        else:
-            kept = every = one_round(0)
+        kept, every, st = collect_shard(collector, cfg, iteration, shard, cut[shard], n_shards)
         kept_parts.append(kept)
         every_parts.append(every)
+        shard_stats.append(st)
     batch = merge_batches(kept_parts) if len(kept_parts) > 1 else kept_parts[0]
     every = merge_batches(every_parts) if len(every_parts) > 1 else every_parts[0]
-    if "_rounds_total" in extra:
-        total = extra.pop("_rounds_total")
-        if "overlong_penalty" in extra:
-            extra["overlong_penalty"] /= total
     check_failed_iterations(collector, every, cfg, iteration)
-    stats = {**every.summary(), **extra}
-    if r.mode == "concat":
-        batch = to_concat_batch(batch)
-        stats["concat_rows"] = float(len(batch))
-        stats["agent_tokens"] = float(batch.agent_tokens)
-    # the group ids of part i start at group_starts[i] (merge_batches' renumbering); rows keep their group id
+    stats = {**every.summary(), **shard_metrics(shard_stats)}
+    if cfg.rollout.mode == "concat":
+        batch, concat_stats = fold_concat(batch)
+        stats.update(concat_stats)
+    return CollectedBatch(batch, stats, row_shards(kept_parts, shards, batch))
+
+
+def collect_shard(collector: Any, cfg: Any, iteration: int, shard: int, part: slice, n_shards: int
+                  ) -> tuple[RolloutBatch, RolloutBatch, dict[str, float]]:
+    """One shard's ``(kept, every trajectory collected, stats)``: its groups × ``group_size`` from round 0, with
+    the overlong penalty added when enabled; with ``rollout.dapo.dynamic_sampling`` refilled to its own group count
+    by :func:`dynamic_sample`. ``stats``: the dynamic-sampling counts, ``overlong_penalty`` summed over rounds and
+    ``_rounds`` (rounds run)."""
+    from gigpo.train.distributed import shard_torch_seed
+
+    r = cfg.rollout
+    if n_shards > 1:
+        import torch
+
+        torch.manual_seed(shard_torch_seed(cfg.train.seed, iteration, shard))
+    stats: dict[str, float] = {}
+
+    def one_round(k: int) -> RolloutBatch:
+        b = collector.collect(round_seeds(cfg.train.seed, iteration, k, r.groups)[part], r.group_size)
+        if r.dapo.overlong_buffer > 0:
+            stats["overlong_penalty"] = stats.get("overlong_penalty", 0.0) + shape_overlong(
+                b, r.max_response_tokens, r.dapo.overlong_buffer, r.dapo.overlong_penalty)
+        return b
+
+    if not r.dapo.dynamic_sampling:
+        b = one_round(0)
+        return b, b, stats
+    kept, every, ds = dynamic_sample(one_round, part.stop - part.start, r.dapo.max_rounds)
+    return kept, every, {**stats, **ds, "_rounds": ds["rounds"]}
+
+
+def shard_metrics(shard_stats: list[dict[str, float]]) -> dict[str, float]:
+    """The shards' dynamic-sampling metrics as one: ``rounds`` the most any shard needed, ``filled`` whether every
+    shard filled, the group counts summed; ``overlong_penalty`` per round (summed over rounds, / rounds run) with
+    dynamic sampling, else summed over shards."""
+    out: dict[str, float] = {}
+    rounds_total = 0.0
+    for st in shard_stats:
+        for k, v in st.items():
+            if k == "_rounds":
+                rounds_total += v
+            elif k == "rounds":
+                out[k] = max(out.get(k, v), v)
+            elif k == "filled":
+                out[k] = min(out.get(k, v), v)
+            else:
+                out[k] = out.get(k, 0.0) + v
+    if rounds_total and "overlong_penalty" in out:
+        out["overlong_penalty"] /= rounds_total
+    return out
+
+
+def fold_concat(batch: RolloutBatch) -> tuple[RolloutBatch, dict[str, float]]:
+    """``rollout.mode=concat``: the kept step rows folded into one row per trajectory
+    (:func:`gigpo.rollout.concat.to_concat_batch`), after filtering, and its ``concat_rows`` / ``agent_tokens``."""
+    folded = to_concat_batch(batch)
+    return folded, {"concat_rows": float(len(folded)), "agent_tokens": float(folded.agent_tokens)}
+
+
+def row_shards(kept_parts: list[RolloutBatch], shards: list[int], batch: RolloutBatch) -> np.ndarray:
+    """The shard of each row of ``batch`` (merged from ``kept_parts``, one per shard of ``shards``): the group ids
+    of part i start at ``group_starts[i]`` (merge_batches' renumbering) and rows keep their group id."""
+    if not len(batch):
+        return np.zeros(0, dtype=np.int64)
     starts = np.asarray(group_starts(kept_parts) if len(kept_parts) > 1 else [0])
-    row_shard = np.asarray(shards, dtype=np.int64)[np.searchsorted(starts, np.asarray(batch.group_id, dtype=np.int64),
-                                                                   side="right") - 1] if len(batch) else \
-        np.zeros(0, dtype=np.int64)
-    return batch, stats, row_shard
+    pos = np.searchsorted(starts, np.asarray(batch.group_id, dtype=np.int64), side="right") - 1
+    return np.asarray(shards, dtype=np.int64)[pos]
 
 
 def check_failed_iterations(collector: Any, every: RolloutBatch, cfg: Any, iteration: int) -> None:

@@ -3,28 +3,29 @@ handed to the algorithm's registered estimator (:func:`gigpo.train.algorithms.re
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from gigpo.algo.grouping import GroupingSpec
 from gigpo.algo.registry import StepBatch
 from gigpo.algo.similarity import grouping_quality
 from gigpo.rollout.batch import RolloutBatch
 from gigpo.train.algorithms import resolve_estimator
-from gigpo.train.grouping import EXACT_METRICS, anchors_for, hashable_key, state_key_fraction
+from gigpo.train.grouping import anchors_for, hashable_key, state_key_fraction
 
 
-def step_batch(cfg: Any, batch: RolloutBatch, step_term: bool, values: Any = None, kl: Any = None) -> StepBatch:
-    """The estimator's view of ``batch``: ids, steps, rewards; the anchors of ``grouping.*`` when the estimator
-    uses step groups; the critic's values and KL when given; per row, whether its trajectory was won and whether
-    it was truncated (cut by a step/time limit: GAE bootstraps after its last row)."""
-    g = cfg.grouping
+def step_batch(cfg: Any, batch: RolloutBatch, grouping: GroupingSpec | None, step_term: bool, values: Any = None,
+               kl: Any = None) -> StepBatch:
+    """The estimator's view of ``batch``: ids, steps, rewards; the anchors of ``grouping.*`` and the similarity
+    ``grouping`` (:func:`gigpo.train.grouping.grouping_spec`) when the estimator uses step groups; the critic's
+    values and KL when given; per row, whether its trajectory was won and whether it was truncated (cut by a
+    step/time limit: GAE bootstraps after its last row)."""
     arr = batch.arrays()
-    anchors, similarity, metric = anchors_for(batch, g.metric, g.threshold, g.history) if step_term else (
-        None, None, "ro")
+    anchors = anchors_for(batch, cfg.grouping.metric, grouping, cfg.grouping.history) if step_term else None
     won, truncated = trajectory_flags(batch)
-    return StepBatch(arr["group_id"], arr["traj_id"], arr["step"], arr["reward"], anchors, similarity, metric,
-                     values=values, kl=kl, won=won, truncated=truncated)
+    return StepBatch(arr["group_id"], arr["traj_id"], arr["step"], arr["reward"], anchors,
+                     grouping if step_term else None, values=values, kl=kl, won=won, truncated=truncated)
 
 
 def trajectory_flags(batch: RolloutBatch) -> tuple[np.ndarray, np.ndarray]:
@@ -45,25 +46,34 @@ def trajectory_flags(batch: RolloutBatch) -> tuple[np.ndarray, np.ndarray]:
     return won, cut
 
 
-def row_advantages(
-    cfg: Any, batch: RolloutBatch, values: np.ndarray | None = None, kl: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray | None, dict]:
-    """``(advantages, value_targets or None, stats)`` for the rows of ``batch`` by ``algorithm.name``'s estimator."""
+class Advantages(NamedTuple):
+    """The advantage phase's result, per row of the batch: ``advantages``, the critic's ``value_targets`` (None
+    without a critic) and the iteration's ``adv/*`` and ``grouping/*`` metrics (``stats``)."""
+
+    advantages: np.ndarray
+    value_targets: np.ndarray | None
+    stats: dict
+
+
+def row_advantages(cfg: Any, batch: RolloutBatch, grouping: GroupingSpec | None, values: np.ndarray | None = None,
+                   kl: np.ndarray | None = None) -> Advantages:
+    """:class:`Advantages` for the rows of ``batch`` by ``algorithm.name``'s estimator, step groups by
+    ``grouping`` (built once per run: :func:`gigpo.train.grouping.grouping_spec`)."""
     if len(batch) == 0:
-        return np.zeros(0), None, {}
+        return Advantages(np.zeros(0), None, {})
     est, common, options = resolve_estimator(cfg)
     if est.needs_values and values is None:
         raise ValueError(f"{cfg.algorithm.name} needs the critic's values")
-    out = est(step_batch(cfg, batch, est.uses_step_term(common.step), values, kl), common, options)
+    out = est(step_batch(cfg, batch, grouping, est.uses_step_term(common.step), values, kl), common, options)
     stats = dict(out.stats)
     if out.step_group_ids is not None:
-        if cfg.grouping.metric in EXACT_METRICS and cfg.grouping.metric != "observation":
+        if grouping is None and cfg.grouping.metric != "observation":
             stats["grouping/state_key_anchors"] = state_key_fraction(batch)  # which rule of exact grouping applied
         else:  # text anchors: scored against the env's states, when it reports them
             stats.update(grouping_quality_stats(batch, out.step_group_ids))
     stats["adv/mean"] = float(out.advantages.mean())
     stats["adv/std"] = float(out.advantages.std())
-    return out.advantages, out.value_targets, stats
+    return Advantages(out.advantages, out.value_targets, stats)
 
 
 def grouping_quality_stats(batch: RolloutBatch, step_group_ids: np.ndarray) -> dict:

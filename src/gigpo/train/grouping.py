@@ -10,37 +10,43 @@ from __future__ import annotations
 
 from typing import Any
 
-from gigpo.algo.grouping import history_anchors
+from gigpo.algo.grouping import GroupingSpec, history_anchors
 from gigpo.rollout.batch import RolloutBatch
 
 #: the metrics that group by equal keys (no threshold): exact and its old name state_key, and observation
 EXACT_METRICS = ("exact", "state_key", "observation")
 
 
-def anchors_for(
-    batch: RolloutBatch, metric: str, threshold: float, history: int = 0
-) -> tuple[Any, float | None, str]:
-    """``(anchors, similarity, similarity_metric)`` for :func:`gigpo.algo.compute_advantages`.
+def grouping_spec(cfg: Any) -> GroupingSpec | None:
+    """``grouping.metric`` / ``grouping.threshold`` as the :class:`gigpo.algo.GroupingSpec` handed to the
+    estimators: None for the exact metrics (:data:`EXACT_METRICS`), else the similarity spec — whose constructor is
+    the one range check of the threshold (config validation calls this first, so a bad value is a config error)."""
+    g = cfg.grouping
+    return None if g.metric in EXACT_METRICS else GroupingSpec(g.metric, g.threshold)
+
+
+def anchors_for(batch: RolloutBatch, metric: str, spec: GroupingSpec | None, history: int = 0) -> Any:
+    """The anchors fed to step grouping (:func:`gigpo.algo.compute_advantages`), by ``grouping.metric``:
 
     * ``exact`` (and ``state_key``, its old name): the env's state key where it gave one, else the observation
       text (module docstring);
     * ``observation``: the observation text the agent acted on, matched exactly;
-    * ``ro`` / ``indel`` / ``minhash``: observation text grouped by similarity ≥ ``threshold``.
+    * a similarity metric (``spec`` set): the observation text, grouped by ``spec``.
 
     ``history`` = k > 0 (``grouping.history``; exact metrics only, checked by the config): the anchor is the row's
     own key and the keys of its trajectory's k previous steps
     (:func:`gigpo.algo.grouping.history_anchors`), so two visits of a state match only after the same recent path.
     """
-    if metric == "observation":
+    if spec is not None or metric == "observation":
         keys: list[Any] = list(batch.observation)
-    elif metric in EXACT_METRICS:
-        keys = [hashable_key(k) for k in batch.state_key]
+        if spec is not None:
+            return keys
     else:
-        return list(batch.observation), float(threshold), metric
+        keys = [hashable_key(k) for k in batch.state_key]
     if history > 0:
         arr = batch.arrays()
-        return history_anchors(arr["traj_id"], arr["step"], keys, history), None, "ro"
-    return keys, None, "ro"
+        return history_anchors(arr["traj_id"], arr["step"], keys, history)
+    return keys
 
 
 def state_key_fraction(batch: RolloutBatch) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import nullcontext
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -115,32 +116,45 @@ class PolicyPasses:
         self.tally["forwarded"] = self.tally.get("forwarded", 0) + cache.tokens
         return cache
 
-    def prepare(self, batch: RolloutBatch) -> dict:
-        """What the estimator and the update need from no-grad passes: ``rows`` (rows with a response), ``old``
-        and ``ref`` log-probs, ``values`` (critic, one per row), ``kl`` (Σ_tokens old − ref, per row) and the
-        sampler gap."""
+    def prepare(self, batch: RolloutBatch) -> PassResults:
+        """What the estimator and the update need from no-grad passes over ``batch`` (:class:`PassResults`)."""
         o = self.cfg.optim
         rows_all = trainable_rows(batch)
-        prep: dict[str, Any] = {"rows": rows_all}
+        out = PassResults(rows_all)
         if not rows_all:
-            return prep
+            return out
         values = None
         if self.value_head is not None:
             old, values = self._old_logprobs(batch, rows_all, head=self.value_head)
-            prep["values"] = np.array([values.get(i, 0.0) for i in range(len(batch))])
+            out.values = np.array([values.get(i, 0.0) for i in range(len(batch))])
         if o.recompute_old_logprobs:
             old = old if values is not None else self._old_logprobs(batch, rows_all)
         else:
             old = {r: torch.tensor(batch.sampling_logprobs[r]) for r in rows_all}
-        prep["old"] = old
-        prep["sampler_gap"] = float(np.mean([
+        out.old = old
+        out.sampler_gap = float(np.mean([
             (old[r] - torch.tensor(batch.sampling_logprobs[r])).abs().mean().item() for r in rows_all
         ]))
         if self.use_ref:
             ref = self._old_logprobs(batch, rows_all, ref=True)
-            prep["ref"] = ref if o.kl_coef > 0 else None
-            prep["kl"] = np.array([float((old[i] - ref[i]).sum()) if i in ref else 0.0 for i in range(len(batch))])
-        return prep
+            out.ref = ref if o.kl_coef > 0 else None
+            out.kl = np.array([float((old[i] - ref[i]).sum()) if i in ref else 0.0 for i in range(len(batch))])
+        return out
+
+
+@dataclass
+class PassResults:
+    """The no-grad passes' results over one batch, between the rollout and the update (:meth:`PolicyPasses.prepare`):
+    ``rows`` (rows with a response), the policy's pre-update log-probs ``old`` and the reference's ``ref`` per row
+    (``ref`` None without a KL loss term), the critic's ``values`` (one per row of the batch), the per-row
+    ``kl`` = Σ_tokens (old − ref) (KL reward), and ``sampler_gap``: mean |old − sampling log-prob|."""
+
+    rows: list[int]
+    old: dict[int, torch.Tensor] = field(default_factory=dict)
+    ref: dict[int, torch.Tensor] | None = None
+    values: np.ndarray | None = None
+    kl: np.ndarray | None = None
+    sampler_gap: float = 0.0
 
 
 def trainable_rows(batch: RolloutBatch) -> list[int]:

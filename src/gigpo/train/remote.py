@@ -1,11 +1,11 @@
-"""The trainer's side of the engine contract (:mod:`gigpo.rollout.engines`): build, start, and the per-iteration
+"""The trainer's side of the engine contract (:mod:`gigpo.rollout.engines`): start, and the per-iteration
 weight push + metrics — the same calls for every ``rollout.engine``, local or remote.
 
 :func:`start_engine` probes the engine and pushes the learner's weights before the first rollout (an engine that
 cannot take them is a ConfigError: one line and exit 2 from ``gigpo train``); :func:`after_update` pushes them
 after each update and returns the iteration's engine metrics: ``weights/*`` from the push, ``rollout/*`` from
 ``engine.stats()``, and, for an engine that samples from a copy of the weights, the rollout-vs-learner log-prob
-gap of the batch (``prep["old"]``: the learner's log-probs before the update). An engine pinned to a version
+gap of the batch (``prep.old``: the learner's log-probs before the update). An engine pinned to a version
 (``engine.pinned_version`` set: ``rollout.async``, :mod:`gigpo.train.async_rollout`) is pushed by its rollout
 thread, between batches, never here: a push after the update would change the weights under a batch in flight.
 """
@@ -13,12 +13,11 @@ thread, between batches, never here: a push after the update would change the we
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from gigpo.rollout.engines import EngineError, create_engine, engine_spec
+from gigpo.rollout.engines import EngineError, engine_spec
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +32,6 @@ def logprob_gap(old: dict[int, Any], sampling: list[list[float]]) -> tuple[float
     return float(flat.mean()), float(flat.max())
 
 
-def build_engine(cfg: Any, bundle: Any, run_dir: Path) -> Any:
-    """The run's engine (``rollout.engine`` looked up in the registry, :data:`gigpo.rollout.engines.ENGINES`)."""
-    return create_engine(cfg, bundle, run_dir)
-
-
 def start_engine(engine: Any, model: Any, version: int) -> None:
     """Before the first rollout: the engine reachable and sampling from the learner's weights (``version``)."""
     from gigpo.train.config_error import ConfigError
@@ -50,11 +44,11 @@ def start_engine(engine: Any, model: Any, version: int) -> None:
         raise ConfigError(f"{key}: {' '.join(str(e).split())}") from None
 
 
-def after_update(engine: Any, model: Any, it: int, batch: Any, prep: dict | None) -> dict[str, float]:
+def after_update(engine: Any, model: Any, it: int, batch: Any, prep: Any) -> dict[str, float]:
     """Push the updated weights (version ``it``) and the iteration's engine metrics (see the module docstring)."""
     rec: dict[str, float] = {}
-    if not engine.shares_learner_weights and prep and prep.get("old"):
-        mean, mx = logprob_gap(prep["old"], batch.sampling_logprobs)
+    if not engine.shares_learner_weights and prep is not None and prep.old:  # prep: passes.PassResults
+        mean, mx = logprob_gap(prep.old, batch.sampling_logprobs)
         rec.update({"rollout/logprob_gap_mean": mean, "rollout/logprob_gap_max": mx})
     rec.update(engine.stats())
     if getattr(engine, "pinned_version", None) is None:

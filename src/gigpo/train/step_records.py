@@ -91,6 +91,7 @@ def credit_parts(cfg: Any, sub: RolloutBatch) -> dict[str, np.ndarray | None]:
     # the estimator registry (gigpo.algo.registry): the one dispatch the trainer uses too
     from gigpo.train.algorithms import resolve_estimator
     from gigpo.train.estimate import step_batch
+    from gigpo.train.grouping import grouping_spec
 
     est, common, options = resolve_estimator(cfg)
     n = len(sub)
@@ -99,7 +100,7 @@ def credit_parts(cfg: Any, sub: RolloutBatch) -> dict[str, np.ndarray | None]:
     values = np.zeros(n) if est.needs_values else None
     kl = np.zeros(n) if est.needs_kl else None
     step_term = est.uses_step_term(common.step)
-    out = est(step_batch(cfg, sub, step_term, values, kl), common, options)
+    out = est(step_batch(cfg, sub, grouping_spec(cfg), step_term, values, kl), common, options)
     if not (est.needs_values or est.needs_kl):
         parts["A_E"] = out.episode_advantages
     parts["A_S"] = out.step_advantages if step_term else None

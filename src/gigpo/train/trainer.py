@@ -1,14 +1,15 @@
-"""The training loop: rollout → advantages → PPO epochs, with evaluation, checkpoints, metrics and resume."""
+"""The training loop: rollout → advantages → PPO epochs, with evaluation, checkpoints, metrics and resume. Every
+object of a run is built by :func:`gigpo.train.compose.build_run`; the trainer only runs them."""
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 import sys
 import time
-import uuid
 import warnings
+from contextlib import contextmanager
+from dataclasses import fields
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -16,126 +17,46 @@ from typing import Any
 import numpy as np
 import torch
 
-from gigpo.algo import similarity
 from gigpo.rollout import RolloutBatch
 from gigpo.train import distributed, rng_streams
 from gigpo.train.action_check import check_training_start
-from gigpo.train.algorithms import loss_of, needs_reference, spec_of
-from gigpo.train.async_rollout import AsyncRollout
-from gigpo.train.checkpoint import checkpoint_dir, list_checkpoints, restore_rng, save_checkpoint, set_aside
-from gigpo.train.compose import build_collector, env_factory
+from gigpo.train.algorithms import loss_of
+from gigpo.train.checkpoint import checkpoint_dir, list_checkpoints, save_checkpoint
+from gigpo.train.compose import RunParts, build_run
 from gigpo.train.config import Config
-from gigpo.train.data_parallel import DataParallel
-from gigpo.train.dynamic_sampling import collect_shards
-from gigpo.train.estimate import row_advantages
-from gigpo.train.evaluate import run_evaluation
+from gigpo.train.dynamic_sampling import CollectedBatch, collect_shards
+from gigpo.train.estimate import Advantages, row_advantages
+from gigpo.train.evaluate import evaluation_summary, run_evaluation
 from gigpo.train.loss_terms import policy_terms, value_terms
-from gigpo.train.memory_estimate import warn_peak_memory
-from gigpo.train.metrics import MetricsLog, plot_curves
-from gigpo.train.passes import PolicyPasses, trainable_rows
-from gigpo.train.remote import after_update, build_engine, start_engine
-from gigpo.train.reporting import RunReporting
-from gigpo.train.rundir import ResumePlan, check_fresh_run_dir, create_run_dir, plan_resume, write_run_records
+from gigpo.train.metrics import plot_curves
+from gigpo.train.passes import PassResults, trainable_rows
+from gigpo.train.remote import after_update
+from gigpo.train.rundir import ResumePlan, plan_resume
 from gigpo.train.samples import write_samples
 from gigpo.train.schedule import lr_at
-from gigpo.train.value import VALUE_HEAD_FILE, ValueHead, hidden_size_of, load_value_head, save_value_head
+from gigpo.train.value import VALUE_HEAD_FILE, save_value_head
 
 log = logging.getLogger(__name__)
 __all__ = ["Trainer"]
 
 
 class Trainer:
-    """Composes env, model, collector and the algorithm. ``Trainer(cfg).train()`` or ``Trainer.resume(run_dir)``.
+    """Runs a training run's parts (:class:`gigpo.train.compose.RunParts`, each one an attribute of the trainer:
+    ``model``, ``optimizer``, ``engine``, ``collector``, ...). ``Trainer(cfg).train()`` builds them first with
+    :func:`gigpo.train.compose.build_run`; ``Trainer.resume(run_dir)`` continues a run.
 
-    A fresh Trainer refuses a ``run_dir`` that holds another run (see :mod:`gigpo.train.rundir`) before it
-    loads anything, and creates the directory only once the model source is known to exist."""
+    A fresh run refuses a ``run_dir`` that holds another run (see :mod:`gigpo.train.rundir`) before it loads
+    anything, and creates the directory only once the model source is known to exist."""
 
-    def __init__(self, cfg: Config, run_dir: str | Path | None = None, *, _resume: ResumePlan | None = None):
-        from gigpo.models import load_model, resolve_model_source
-
-        self.cfg = cfg
-        if cfg.train.threads:
-            torch.set_num_threads(cfg.train.threads)
-        similarity.set_threads(cfg.train.threads)  # the compiled grouping's threads follow train.threads too
-        if _resume is None:
-            check_fresh_run_dir(cfg, run_dir)
-        resolve_model_source(cfg.model.name)  # a missing model fails here, before anything heavy
-        self.dist = distributed.current()  # rank 0 writes the run directory; every rank reads it
-        if _resume is None:
-            # identifies this run's checkpoints: keep-last-k never deletes another run's
-            made = (str(create_run_dir(cfg, run_dir)), uuid.uuid4().hex) if self.dist.is_main else None
-            made = self.dist.broadcast_from_main(made)
-            self.run_dir, self.run_id = Path(made[0]), made[1]
-            cfg.train.run_dir = str(self.run_dir)
-        else:
-            self.run_dir = _resume.run_dir
-            self.run_id = str(_resume.state.get("run_id") or uuid.uuid4().hex)
-        _resume_from = _resume.checkpoint if _resume is not None else None
-        self.resumed_from = _resume_from
-        self.start_iteration = 0
-        lora = None
-        if cfg.lora.enabled:
-            lora = {k: getattr(cfg.lora, k) for k in ("r", "alpha", "dropout", "target_modules")}
-        model_path = str(_resume_from / "model") if _resume_from else cfg.model.name
-        self.bundle = load_model(
-            model_path, device=self.dist.device(cfg.model.device), dtype=cfg.model.dtype,
-            lora=lora if not _resume_from else None,
-            seed=cfg.train.seed, tiny=(cfg.model.tiny or None) if not _resume_from else None,
-        )
-        self.model = self.bundle.model
-        self.tok = self.bundle.tokenizer
-        self.device = torch.device(self.bundle.device)
-        if cfg.model.gradient_checkpointing:
-            self.model.gradient_checkpointing_enable()
+    def __init__(self, run: RunParts | Config, run_dir: str | Path | None = None):
+        parts = run if isinstance(run, RunParts) else build_run(run, run_dir)
+        for f in fields(parts):
+            setattr(self, f.name, getattr(parts, f.name))
         self.pad_id = self.tok.pad_token_id
-        self.spec = spec_of(cfg.algorithm.name)
-        self.ref_model = None
-        self.use_ref = needs_reference(cfg)
-        if self.use_ref and not cfg.lora.enabled:  # copied before FSDP shards the policy
-            self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
-        self.dp = DataParallel(self.dist, self.model, self.device)  # DDP / FSDP2 / plain (one process)
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        if not params:
-            raise ValueError("the model has no trainable parameters")
-        o = cfg.optim
-        groups = [{"params": params}]
-        self.value_head = None
-        if self.spec.critic:  # a value head, its own param group; algorithm.ppo's keys (VALUE_HEAD_SECTION)
-            self.value_head = ValueHead(hidden_size_of(self.model)).to(self.device)
-            groups.append({"params": list(self.value_head.parameters()), "lr": cfg.algorithm.ppo.value_lr or o.lr,
-                           "lr_scale": (cfg.algorithm.ppo.value_lr or o.lr) / o.lr})
-        self.trainable = params + (list(self.value_head.parameters()) if self.value_head is not None else [])
-        self.optimizer = torch.optim.AdamW(groups, lr=o.lr, betas=tuple(o.betas), weight_decay=o.weight_decay)
-        # rollout.engine, from the engine registry (gigpo.rollout.engines): one contract for every engine
-        self.engine = build_engine(cfg, self.bundle, self.run_dir)
-        self.collector = build_collector(cfg, self.engine, self.tok, branch=True)
-        self.eval_collector = build_collector(cfg, self.engine, self.tok, split="test")
-        warn_peak_memory(cfg, self.model, self.collector.prompts, env_factory(cfg))  # the real model and prompts
-        self.metrics = MetricsLog(self.run_dir)  # trackers (train.loggers, tensorboard too): self.reporting
-        if _resume is not None:
-            # optimizer and RNG states were read (weights_only / JSON) and verified by plan_resume
-            self.dp.load_optimizer_state_dict(self.optimizer, _resume.optimizer_state)
-            restore_rng(_resume.rng)
-            if self.value_head is not None:
-                load_value_head(self.value_head, _resume_from / VALUE_HEAD_FILE)
-            self.start_iteration = _resume.iteration
-            if self.ref_model is not None and (_resume_from / "reference").exists():
-                ref = load_model(str(_resume_from / "reference"), device=str(self.device), dtype=cfg.model.dtype)
-                self.ref_model = ref.model.eval().requires_grad_(False)
-            for ckpt, _why in _resume.skipped if self.dist.is_main else ():  # out of the way of eval and prune
-                log.warning("moved skipped checkpoint %s to %s", ckpt, set_aside(ckpt).name)
-            if self.dist.is_main:
-                self.metrics.truncate_after(self.start_iteration)
-        self.dp.add_reference(self.ref_model, self.value_head)
-        start_engine(self.engine, self.model, self.start_iteration)  # reachable, on these weights, before rollout
-        self.passes = PolicyPasses(cfg, self.model, self.ref_model, self.value_head, self.pad_id, self.device,
-                                   self.use_ref, distributed=self.dist.active)
-        if self.dist.is_main:
-            write_run_records(self.run_dir, cfg, self.start_iteration, str(self.device))
-        # rollout.async: later iterations' batches are collected while this one updates (async_rollout.py)
-        self.async_rollout = AsyncRollout.for_trainer(self) if cfg.rollout.async_ else None
-        # samples/iter_N.jsonl, health alerts, trackers (rank 0)
-        self.reporting = RunReporting(cfg, self.run_dir, self.start_iteration) if self.dist.is_main else None
+        # old log-probs/values feed the estimator only with a critic or a KL reward (and the remote engine's
+        # bookkeeping always): otherwise update() runs those passes itself, and only if the iteration has signal
+        self.passes_before_advantages = (self.value_head is not None or self.use_ref
+                                         or not self.engine.shares_learner_weights)
 
     @classmethod
     def resume(cls, run_dir: str | Path, overrides: dict | None = None, *, allow_config_change: bool = False
@@ -147,7 +68,7 @@ class Trainer:
 
     @classmethod
     def from_plan(cls, plan: ResumePlan) -> Trainer:
-        return cls(plan.cfg, plan.run_dir, _resume=plan)
+        return cls(build_run(plan.cfg, plan.run_dir, resume=plan))
 
     # ------------------------------------------------------------------ loop
     def train(self) -> dict:
@@ -204,104 +125,116 @@ class Trainer:
         return last
 
     def iteration(self, it: int) -> dict:
-        cfg = self.cfg
-        # Every random draw of an iteration derives from (seed, iteration): an interrupted and resumed run
-        # replays exactly what an uninterrupted one does.
-        torch_seed = np.random.default_rng([cfg.train.seed, it, rng_streams.TORCH_SEED]).integers(2**62)
-        torch.manual_seed(int(torch_seed))
-        lr = lr_at(cfg, it)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr * group.get("lr_scale", 1.0)
-        timings: dict[str, float] = {}
-        t0 = time.perf_counter()
-        arec: dict[str, float] = {}
-        with self.dp.full_weights():  # FSDP: generation runs on all-gathered weights
-            if self.async_rollout is not None:  # collected, by an older policy version, while earlier updates ran
-                batch, roll, self.row_shard, arec = self.async_rollout.next_batch(it)
-            else:
-                batch, roll, self.row_shard = collect_shards(self.collector, cfg, it, self.dist.shards,
-                                                             self.dist.n_shards)
-        timings["time/rollout"] = time.perf_counter() - t0
-        rec: dict[str, Any] = {"iteration": it, "optim/lr": lr}
-        rec.update({f"rollout/{k}": v for k, v in roll.items()})
-        rec["time/tokens_per_s_rollout"] = rec["rollout/response_tokens"] / max(timings["time/rollout"], 1e-9)
-        rec.update(arec)
-
-        t0, c0 = time.perf_counter(), time.process_time()
-        # old log-probs/values feed the estimator only with a critic or a KL reward (and the remote engine's
-        # bookkeeping always): otherwise update() runs those passes itself, and only if the iteration has signal
-        needed = self.value_head is not None or self.use_ref or not self.engine.shares_learner_weights
-        prep = self.prepare(batch) if needed else None
-        t_prep, c_prep = time.perf_counter() - t0, time.process_time() - c0
-
-        t0 = time.perf_counter()
-        adv, targets, adv_stats = row_advantages(self.cfg, batch, *((prep or {}).get(k) for k in ("values", "kl")))
-        timings["time/advantages"] = time.perf_counter() - t0
-        rec.update(adv_stats)
-
-        t0, c0 = time.perf_counter(), time.process_time()
-        rec.update(self.update(batch, adv, it, prep, targets), **self.passes.take_tally())
-        timings["time/update"] = time.perf_counter() - t0 + t_prep
-        timings["time/update_cpu"] = time.process_time() - c0 + c_prep  # all threads of this process
+        """One iteration, top to bottom: rollout → (no-grad passes) → advantages → update → log."""
+        lr = self.start_iteration_at(it)
+        timer = PhaseTimer()
+        with timer("rollout"):
+            rollout = self.rollout(it)
+        with timer("update", cpu=True):  # the no-grad passes count as update time
+            prep = self.prepare(rollout.batch) if self.passes_before_advantages else None
+        with timer("advantages"):  # a critic's values and the KL reward come from the passes
+            values, kl = (prep.values, prep.kl) if prep is not None else (None, None)
+            adv = row_advantages(self.cfg, rollout.batch, self.grouping, values, kl)
+        with timer("update", cpu=True):
+            update_rec = self.update(rollout.batch, adv.advantages, it, prep, adv.value_targets, rollout.row_shard)
+            update_rec.update(self.passes.take_tally())
         if self.async_rollout is not None:  # version `it` exists: the batches owed to it may start
             self.async_rollout.after_update(it, self.model)
-        rec["time/tokens_per_s_update"] = (
-            rec["rollout/response_tokens"] * cfg.optim.ppo_epochs / max(timings["time/update"], 1e-9)
-        )
-        rec.update(after_update(self.engine, self.model, it, batch, prep))  # weight push, engine metrics
-        rec.update(timings)
+        engine_rec = after_update(self.engine, self.model, it, rollout.batch, prep)  # weight push, engine metrics
+        return self.log(it, lr, rollout, adv, update_rec, engine_rec, timer.seconds)
+
+    def start_iteration_at(self, it: int) -> float:
+        """Seed torch and set the learning rate for iteration ``it``; returns the lr. Every random draw of an
+        iteration derives from (seed, iteration): an interrupted and resumed run replays an uninterrupted one."""
+        torch.manual_seed(int(np.random.default_rng([self.cfg.train.seed, it, rng_streams.TORCH_SEED]).integers(2**62)))
+        lr = lr_at(self.cfg, it)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr * group.get("lr_scale", 1.0)
+        return lr
+
+    def rollout(self, it: int) -> CollectedBatch:
+        """The batch iteration ``it`` trains on: from the async rollout (collected by an older policy version while
+        earlier updates ran), else collected now — this process's shards, on all-gathered weights under FSDP."""
+        with self.dp.full_weights():
+            if self.async_rollout is not None:
+                return self.async_rollout.next_batch(it)
+            return collect_shards(self.collector, self.cfg, it, self.dist.shards, self.dist.n_shards)
+
+    def log(self, it: int, lr: float, rollout: CollectedBatch, adv: Advantages, update_rec: dict,
+            engine_rec: dict, seconds: dict[str, float]) -> dict:
+        """The iteration's metrics record (averaged over ranks), and rank 0's samples of its groups."""
+        rec: dict[str, Any] = {"iteration": it, "optim/lr": lr, **{f"rollout/{k}": v for k, v in rollout.stats.items()}}
+        tokens = rec["rollout/response_tokens"]
+        rec["time/tokens_per_s_rollout"] = tokens / max(seconds["time/rollout"], 1e-9)
+        rec.update(rollout.metrics)  # async: its own time/tokens_per_s_rollout (collection time, not the wait)
+        rec.update(adv.stats)
+        rec.update(update_rec)
+        rec["time/tokens_per_s_update"] = tokens * self.cfg.optim.ppo_epochs / max(seconds["time/update"], 1e-9)
+        rec.update(engine_rec)
+        rec.update(seconds)
         rec = self.dist.mean_metrics(rec)
-        if cfg.train.sample_trajectories and self.dist.is_main:  # rank 0's own groups
-            write_samples(self.run_dir / "samples" / f"iter_{it:06d}.txt", batch, adv, cfg.train.sample_trajectories)
-        if self.dist.is_main:
-            self.reporting.samples(it, batch, adv)
+        if self.dist.is_main:  # rank 0's own groups
+            if self.cfg.train.sample_trajectories:
+                write_samples(self.run_dir / "samples" / f"iter_{it:06d}.txt", rollout.batch, adv.advantages,
+                              self.cfg.train.sample_trajectories)
+            self.reporting.samples(it, rollout.batch, adv.advantages)
         return rec
 
     # ------------------------------------------------------------------ update
-    def prepare(self, batch: RolloutBatch) -> dict:
+    def prepare(self, batch: RolloutBatch) -> PassResults:
         """Old/reference log-probs, critic values and KL of ``batch`` (see :meth:`PolicyPasses.prepare`)."""
         with self.dp.full_weights():
             return self.passes.prepare(batch)
 
-    def update(self, batch: RolloutBatch, adv: np.ndarray, it: int, prep: dict | None = None,
-               targets: np.ndarray | None = None) -> dict:
+    def update(self, batch: RolloutBatch, adv: np.ndarray, it: int, prep: PassResults | None = None,
+               targets: np.ndarray | None = None, row_shard: np.ndarray | None = None) -> dict:
+        """``optim.ppo_epochs`` epochs of ``optim.mini_batches`` PPO steps over the trainable rows of ``batch``
+        (``row_shard``: each row's data-parallel shard; one process: all 0); the ``update/*`` metrics."""
         o = self.cfg.optim
         rows_all = trainable_rows(batch)
-        if not (self.dist.all_sum([len(rows_all)])[0] if self.dist.active else rows_all):  # none on any rank
-            warnings.warn("no trainable rows this iteration (all trajectories failed, or dynamic sampling kept no "
-                          "group); update skipped", stacklevel=2)
-            return {"update/skipped": 1.0}
-        if (not o.entropy_coef and not o.kl_coef and self.value_head is None
-                and not self.dist.all_max(float(np.any(np.asarray(adv) != 0)))):
-            # every advantage 0 and no other loss term: the gradient would be exactly 0 (see _minibatch_step), so
-            # the passes (the no-grad ones too, when not yet run) are skipped — often half of a sparse-reward run
-            return {"update/no_signal_steps": 1.0, "update/grad_norm": 0.0}
+        skipped = self.skip_update(rows_all, adv)
+        if skipped is not None:
+            return skipped
         prep = prep if prep is not None else self.prepare(batch)
         adv_t = torch.as_tensor(adv, dtype=torch.float32)
         critic = None
         if self.value_head is not None:
-            critic = (torch.as_tensor(prep["values"], dtype=torch.float32),
-                      torch.as_tensor(targets, dtype=torch.float32))
+            critic = (torch.as_tensor(prep.values, dtype=torch.float32), torch.as_tensor(targets, dtype=torch.float32))
         # [seed, it, MINIBATCH_ORDER(, shard)]: per-shard orders, so ranks hold parts of the same mini-batches
-        epochs = distributed.minibatch_partition(getattr(self, "row_shard", np.zeros(len(batch), dtype=np.int64)),
+        epochs = distributed.minibatch_partition(row_shard if row_shard is not None else np.zeros(len(batch), np.int64),
                                                  rows_all, self.dist.n_shards, self.cfg.train.seed, it,
                                                  o.ppo_epochs, o.mini_batches)
         self.model.train()
         acc: dict[str, list[float]] = {}
-        skipped = 0
+        skipped_steps = 0
         for minibatches in epochs:
             for mb in minibatches:
                 if not mb and not self.dist.active:  # ranks step together: an empty part still takes part
                     continue
-                stats = self._minibatch_step(batch, mb, prep.get("old", {}), prep.get("ref"), adv_t, critic)
+                stats = self._minibatch_step(batch, mb, prep.old, prep.ref, adv_t, critic)
                 if stats is None:
-                    skipped += 1
+                    skipped_steps += 1
                     continue
                 for k, v in stats.items():
                     acc.setdefault(k, []).append(v)
         self.model.eval()
-        return {**{k: float(np.mean(v)) for k, v in acc.items()}, "update/skipped_steps": float(skipped),
-                "update/sampler_logprob_gap": prep.get("sampler_gap", 0.0)}
+        return {**{k: float(np.mean(v)) for k, v in acc.items()}, "update/skipped_steps": float(skipped_steps),
+                "update/sampler_logprob_gap": prep.sampler_gap}
+
+    def skip_update(self, rows: list[int], adv: np.ndarray) -> dict | None:
+        """The record of an update that cannot change the weights, decided over every rank (None: update):
+        no trainable row anywhere, or every advantage 0 with no other loss term (the gradient would be exactly
+        0, see :meth:`_minibatch_step`; its passes — the no-grad ones too, when not yet run — are skipped: often
+        half of a sparse-reward run)."""
+        o = self.cfg.optim
+        if not (self.dist.all_sum([len(rows)])[0] if self.dist.active else rows):
+            warnings.warn("no trainable rows this iteration (all trajectories failed, or dynamic sampling kept no "
+                          "group); update skipped", stacklevel=3)
+            return {"update/skipped": 1.0}
+        if (not o.entropy_coef and not o.kl_coef and self.value_head is None
+                and not self.dist.all_max(float(np.any(np.asarray(adv) != 0)))):
+            return {"update/no_signal_steps": 1.0, "update/grad_norm": 0.0}
+        return None
 
     def _minibatch_step(self, batch, mb, old, ref, adv_t, critic=None) -> dict | None:
         o, a = self.cfg.optim, self.cfg.algorithm
@@ -372,8 +305,9 @@ class Trainer:
     def evaluate(self, episodes: int) -> dict:
         """Held-out seeds (and the env's test split when it has one), one trajectory each."""
         with self.dp.full_weights():  # K ranks: the episodes split over ranks, the summary of all of them
-            summary, _ = distributed.split_evaluation(self.dist, run_evaluation, self.eval_collector,
-                                                      self.cfg.train.seed, episodes, self.cfg.train.eval_temperature)
+            summary, _ = distributed.split_evaluation(self.dist, run_evaluation, evaluation_summary,
+                                                      self.eval_collector, self.cfg.train.seed, episodes,
+                                                      self.cfg.train.eval_temperature)
         return summary
 
     def save(self, it: int) -> Path:
@@ -398,3 +332,24 @@ class Trainer:
                                    self.cfg.train.keep_checkpoints, optimizer_state=optimizer_state)
         self.dist.barrier()  # nobody runs ahead of a checkpoint that is still being written
         return path
+
+
+class PhaseTimer:
+    """Seconds per phase of an iteration (``time/<phase>``; ``cpu``: also ``time/<phase>_cpu``, the process's CPU
+    time over all threads), summed over the phase's blocks."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, phase: str, cpu: bool = False):
+        t0, c0 = time.perf_counter(), time.process_time()
+        try:
+            yield
+        finally:
+            self._add(f"time/{phase}", time.perf_counter() - t0)
+            if cpu:
+                self._add(f"time/{phase}_cpu", time.process_time() - c0)
+
+    def _add(self, key: str, seconds: float) -> None:
+        self.seconds[key] = self.seconds.get(key, 0.0) + seconds

@@ -18,8 +18,8 @@ def group_estimate(batch: StepBatch, common: Common, episode: str, step: bool, f
     out = fn(
         batch.group_id, batch.traj_id, batch.step, batch.reward, batch.anchors,
         estimator="gigpo" if step else episode, episode_estimator=episode, gamma=common.gamma,
-        step_weight=common.step_weight, normalize=common.normalize, similarity=batch.similarity,
-        similarity_metric=batch.similarity_metric, std_ddof=common.std_ddof,
+        step_weight=common.step_weight, normalize=common.normalize, grouping=batch.grouping,
+        std_ddof=common.std_ddof,
     )
     return Estimate(out.advantages, None, out.episode_advantages, out.step_advantages,
                     out.step_group_ids if step else None, grouping_stats(out))
