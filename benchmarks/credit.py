@@ -1,6 +1,6 @@
 """The evidence benchmark for the step-level term: paired-seed arms on `lock` (two sizes) and, when registered,
 `alfworld-gen`, plus the ω sweep; the paired difference of success AUC and final success per comparison with a
-bootstrap 95% CI and a two-sided sign test (statistics: :mod:`gigpo.train.paired_stats`, through
+bootstrap 95% CI and a two-sided sign test (statistics: :mod:`gigpo.train.sweep.paired_stats`, through
 benchmarks/credit_bridge.py ``paired``; the same code as ``gigpo sweep --paired``).
 
 Every run goes through :func:`gigpo.train.sweep.run_sweep` (subprocess per run, resumable, failures reported,

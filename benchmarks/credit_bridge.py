@@ -26,7 +26,7 @@ order, so a partial run still pairs seeds), equivalent to::
 Statistic per rung: success AUC = mean over iterations of the fraction of won trajectories; the paired
 difference (B − A) per seed, its mean with a percentile-bootstrap 95% CI over seeds (10 000 resamples) and the
 two-sided exact sign test p (ties dropped). Same for final success (mean of the last 10 iterations).
-One implementation: :mod:`gigpo.train.paired_stats` (``gigpo sweep --paired`` uses it too).
+One implementation: :mod:`gigpo.train.sweep.paired_stats` (``gigpo sweep --paired`` uses it too).
 
     python benchmarks/credit_bridge.py tabular [--seeds 16] [--out runs/credit_bridge]
     python benchmarks/credit_bridge.py model [--seeds 8] [--out runs/credit_bridge] [--rungs M3,M4]
@@ -47,7 +47,7 @@ import numpy as np
 
 from gigpo.algo import compute_advantages
 from gigpo.envs.lock import LockEnv
-from gigpo.train.paired_stats import paired_stat
+from gigpo.train.sweep.paired_stats import paired_stat
 
 LOCK = dict(rooms=5, actions=4, traps=1, trap="reset", max_steps=15, lock_seed=0)  # = configs/lock.yaml
 GROUPS, GROUP_SIZE, ITERS = 4, 8, 60
@@ -195,7 +195,7 @@ def train_tabular(rung: str, adv_fn: AdvFn, seed: int, lr: float | None = None, 
 # ---------------------------------------------------------------- statistics
 def paired(a: dict[int, list[float]], b: dict[int, list[float]], last_k: int = 10) -> dict:
     """Paired AUC and final-success differences B − A over the seeds both ran (the statistics and the verdict:
-    :mod:`gigpo.train.paired_stats`, the implementation behind ``gigpo sweep --paired``)."""
+    :mod:`gigpo.train.sweep.paired_stats`, the implementation behind ``gigpo sweep --paired``)."""
     res: dict = {"seeds": len(set(a) & set(b))}
     for name, f in (("auc", lambda c: float(np.mean(c))), ("final", lambda c: float(np.mean(c[-last_k:])))):
         s = paired_stat({k: f(c) for k, c in a.items() if len(c)}, {k: f(c) for k, c in b.items() if len(c)})

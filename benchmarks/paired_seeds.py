@@ -2,7 +2,7 @@
 same initial weights and task draws), e.g. runs of one arm spread over two sweeps.
 
 Reads ``<sweep dir>/cells/<cell>-<hash>/seed<k>/metrics.jsonl``, takes every seed that both cells finished, and
-prints what ``gigpo sweep --paired A,B`` prints (the same code, :mod:`gigpo.train.sweep_paired`): per seed B − A
+prints what ``gigpo sweep --paired A,B`` prints (the same code, :mod:`gigpo.train.sweep.paired`): per seed B − A
 of sampled success AUC and of final held-out success, the mean with a bootstrap 95% CI, better/worse/tie counts,
 the two-sided exact sign test and the verdict by docs/results/credit.md's rule. Within one sweep, use
 ``gigpo sweep ... --paired A,B`` itself.
@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 
 from gigpo.safefiles import json_lines
-from gigpo.train.sweep_paired import compare, markdown, seed_values
+from gigpo.train.sweep.paired import compare, markdown, seed_values
 
 
 def runs_of(dirs: list[Path], cell: str) -> dict[int, Path]:
@@ -36,7 +36,7 @@ def runs_of(dirs: list[Path], cell: str) -> dict[int, Path]:
 
 
 def values(path: Path) -> dict[str, float] | None:
-    """:func:`gigpo.train.sweep_paired.seed_values` of a run, its length read off its last training record."""
+    """:func:`gigpo.train.sweep.paired.seed_values` of a run, its length read off its last training record."""
     recs = [json.loads(ln) for ln in json_lines(path.read_text(encoding="utf-8")) if ln.strip()]
     its = [r["iteration"] for r in recs if "rollout/success_rate" in r and isinstance(r.get("iteration"), int)]
     return seed_values(recs, max(its)) if its else None

@@ -28,9 +28,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from gigpo.train.config import resolve_config_path
-from gigpo.train.provenance import cpu_model
+from gigpo.train.rundir.provenance import cpu_model
 from gigpo.train.sweep import _find_existing, build_cells, run_finished, run_sweep
-from gigpo.train.sweep_aggregate import aggregate, markdown_table, write_outputs
+from gigpo.train.sweep.aggregation import aggregate, markdown_table, write_outputs
 
 ARMS = ["grpo", "rloo", "gigpo", "rloo+step"]
 OMEGAS = ["0.2", "0.4", "0.8", "1.2", "2.0"]  # plus 0 (= grpo arm) and 1.0 (= gigpo arm)

@@ -56,7 +56,7 @@ def wheel_python(tmp_path_factory) -> Path:
 
 
 def test_wheel_ships_the_algorithm_presets(wheel_python, tmp_path):
-    where = _run([str(wheel_python), "-c", "import json, gigpo, gigpo.train.presets as p; "
+    where = _run([str(wheel_python), "-c", "import json, gigpo, gigpo.train.config.presets as p; "
                   "print(json.dumps([gigpo.__file__, str(p.ALGO_PRESET_DIR)]))"], cwd=tmp_path)
     assert where.returncode == 0, where.stderr
     module_file, preset_dir = json.loads(where.stdout)

@@ -11,7 +11,7 @@ from pathlib import Path
 #: ``--import``'s help: every kind of plug-in a module may register (docs/design.md "Plug-ins")
 IMPORT_HELP = ("import MODULE first (repeatable): a module that registers envs (gigpo.envs.register), estimators "
                "(gigpo.algo.registry.register_estimator), rollout engines (gigpo.rollout.engines.register_engine), "
-               "trackers (gigpo.train.trackers.register_tracker) or losses (gigpo.algo.loss_registry.register_loss)")
+               "trackers (gigpo.train.reporting.trackers.register_tracker) or losses (gigpo.algo.loss_registry.register_loss)")
 
 
 def _error(command: str, err: BaseException | str) -> int:
@@ -36,7 +36,7 @@ def _train(args: argparse.Namespace) -> int:
     try:
         return _train_run(args)
     finally:
-        dist = sys.modules.get("gigpo.train.distributed")  # imported with the trainer (torch): not for errors
+        dist = sys.modules.get("gigpo.train.parallel.distributed")  # imported with the trainer (torch): not for errors
         if dist is not None:
             dist.shutdown()  # leave the process group (a no-op in one process)
 
@@ -44,10 +44,10 @@ def _train(args: argparse.Namespace) -> int:
 def _train_run(args: argparse.Namespace) -> int:
     from gigpo.envs.base import EnvError
     from gigpo.envs.registry import EnvImportError
-    from gigpo.train.checkpoint import CheckpointError
     from gigpo.train.config import ConfigError, load_config, parse_cli_overrides
-    from gigpo.train.provenance import import_recorded
     from gigpo.train.rundir import NothingToDo, check_fresh_run_dir, plan_resume
+    from gigpo.train.rundir.checkpoint import CheckpointError
+    from gigpo.train.rundir.provenance import import_recorded
 
     try:
         _import_env_modules(args)
@@ -61,8 +61,8 @@ def _train_run(args: argparse.Namespace) -> int:
             import_recorded(args.resume, getattr(args, "imports", None) or [])
             plan = plan_resume(args.resume, parse_cli_overrides(args.overrides) if args.overrides else None,
                                allow_config_change=getattr(args, "allow_config_change", False))
-            from gigpo.train import distributed
             from gigpo.train.compose import preflight
+            from gigpo.train.parallel import distributed
             from gigpo.train.rundir import install_sigterm_as_interrupt
             from gigpo.train.trainer import Trainer
 
@@ -80,8 +80,8 @@ def _train_run(args: argparse.Namespace) -> int:
                 print(config_yaml(cfg), end="")
                 return 0
             check_fresh_run_dir(cfg)  # a used run directory: refused before the env probe and the model load
-            from gigpo.train import distributed
             from gigpo.train.compose import preflight
+            from gigpo.train.parallel import distributed
             from gigpo.train.rundir import install_sigterm_as_interrupt
             from gigpo.train.trainer import Trainer
 
@@ -103,8 +103,8 @@ def _train_run(args: argparse.Namespace) -> int:
     from gigpo.agent.constrained import ActionEncodingError
     from gigpo.envs.restore import ReplayDivergence
     from gigpo.rollout.engines import EngineError
-    from gigpo.train.action_check import NoValidActions
     from gigpo.train.dynamic_sampling import RunFailed  # loaded with the trainer already: no import cost
+    from gigpo.train.preflight.action_check import NoValidActions
 
     try:
         last = trainer.train()
@@ -113,7 +113,7 @@ def _train_run(args: argparse.Namespace) -> int:
     # an engine that cannot go on (e.g. a server gone for good after its retries: the contract's EngineError);
     # rollout.branch: an env whose replay left its recording (not deterministic given seed and actions after all)
     except (EngineError, ReplayDivergence) as e:
-        from gigpo.train.checkpoint import list_checkpoints
+        from gigpo.train.rundir.checkpoint import list_checkpoints
 
         done = list_checkpoints(trainer.run_dir)
         print(f"gigpo train: error: {e}; last checkpoint: {done[-1] if done else 'none'} (intact)", file=sys.stderr)
@@ -134,7 +134,7 @@ def _train_run(args: argparse.Namespace) -> int:
     if not trainer.dist.is_main:
         return 0
     keys = [k for k in ("rollout/success_rate", "eval/success_rate", "eval/score") if k in last]
-    from gigpo.train.heldout import SAME_START
+    from gigpo.train.preflight.heldout import SAME_START
 
     held = f" [eval: {SAME_START}]" if same_start and any(k.startswith("eval/") for k in keys) else ""
     print("done. " + ", ".join(f"{k}={last[k]:.3f}" for k in keys) + f"{held}  ({trainer.run_dir})")
@@ -146,10 +146,10 @@ def _eval(args: argparse.Namespace) -> int:
 
     from gigpo.envs.base import EnvError
     from gigpo.envs.registry import EnvImportError
-    from gigpo.train.action_check import NoValidActions
     from gigpo.train.config import ConfigError
     from gigpo.train.evaluate import evaluate_model, format_table
-    from gigpo.train.provenance import import_recorded
+    from gigpo.train.preflight.action_check import NoValidActions
+    from gigpo.train.rundir.provenance import import_recorded
 
     overrides = list(args.overrides or [])
     if args.env:
@@ -333,7 +333,7 @@ def _delegated(argv: list[str]) -> int | None:
         return serve_main(rest)
     if cmd == "eval" and any(a == "--agent" or a.startswith("--agent=") for a in rest):
         if _agent_arg(rest) in ("oracle", "random"):  # scripted agents: no model, no API
-            from gigpo.train.scripted import scripted_main
+            from gigpo.train.evaluate.scripted import scripted_main
 
             return scripted_main(rest)
         from gigpo.serve.evaluate_api import eval_api_main

@@ -12,7 +12,7 @@ from gigpo.envs.base import EnvError
 from gigpo.envs.gridgoal import GridGoalEnv
 from gigpo.train.config import load_config
 from gigpo.train.evaluate import format_table
-from gigpo.train.scripted import oracle_of, run_scripted
+from gigpo.train.evaluate.scripted import oracle_of, run_scripted
 
 
 def _cfg(*overrides: str):

@@ -149,7 +149,7 @@ def test_tiny_presets_make_every_option_and_slot_one_token(preset, name):
     single token of the vocabulary the preset builds."""
     yaml = pytest.importorskip("yaml")
     from gigpo.models.tokenizer import tiny_tokenizer
-    from gigpo.train.presets import CONFIG_DIR
+    from gigpo.train.config.presets import CONFIG_DIR
 
     cfg = yaml.safe_load((CONFIG_DIR / f"{preset}.yaml").read_text())
     tiny = cfg["model"]["tiny"]

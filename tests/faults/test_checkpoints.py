@@ -14,7 +14,9 @@ import torch
 from small_run import SMALL
 
 from gigpo.cli import main as cli_main
-from gigpo.train.checkpoint import (
+from gigpo.train.config import load_config
+from gigpo.train.rundir import plan_resume
+from gigpo.train.rundir.checkpoint import (
     STATE_FILE,
     CheckpointError,
     NoCheckpointError,
@@ -27,8 +29,6 @@ from gigpo.train.checkpoint import (
     verify_checkpoint,
     write_manifest,
 )
-from gigpo.train.config import load_config
-from gigpo.train.rundir import plan_resume
 from gigpo.train.trainer import Trainer
 
 
@@ -133,7 +133,7 @@ def test_unlisted_or_pickle_files_fail_verification(run):
 
 @pytest.mark.parametrize("where", ["model", "optimizer.pt"])
 def test_full_disk_during_save_is_a_clear_error_and_keeps_the_previous(run, where, monkeypatch, capsys):
-    import gigpo.train.checkpoint as ck
+    import gigpo.train.rundir.checkpoint as ck
 
     def full(*_a, **_k):
         raise OSError(errno.ENOSPC, "No space left on device")

@@ -65,7 +65,8 @@ def test_the_largest_useful_staleness_passes():
 def test_the_weight_store_is_estimated_against_memory(monkeypatch):
     import torch
 
-    from gigpo.train import async_rollout, memory_estimate
+    from gigpo.train import async_rollout
+    from gigpo.train.preflight import memory_estimate
 
     model = torch.nn.Linear(1000, 1000)  # 4 MB of float32
     monkeypatch.setattr(memory_estimate, "memory_limit_bytes", lambda: 10 * 1024 * 1024)
@@ -89,7 +90,7 @@ def test_a_token_cap_above_the_context_names_the_context(override, key, capsys, 
 
 def test_the_tiny_context_constant_matches_the_model():
     from gigpo.models.tiny import TINY_DEFAULTS
-    from gigpo.train.config_bounds import TINY_CONTEXT
+    from gigpo.train.config.bounds import TINY_CONTEXT
 
     assert TINY_CONTEXT == TINY_DEFAULTS["max_position_embeddings"]
     cfg = load_config(None, [*SMALL, "model.tiny={max_position_embeddings: 4096}", "prompt.max_prompt_tokens=3000"])
@@ -97,7 +98,7 @@ def test_the_tiny_context_constant_matches_the_model():
 
 
 def test_a_local_model_dirs_context_bounds_the_caps(tmp_path):
-    from gigpo.train.config_bounds import check_token_caps, context_from_dir
+    from gigpo.train.config.bounds import check_token_caps, context_from_dir
 
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama", "max_position_embeddings": 512}))
     assert context_from_dir(tmp_path) == 512

@@ -232,7 +232,7 @@ def test_all_failed_iterations_stop_the_trainer_and_the_cli_exits_1(tmp_path, ca
     from gigpo.cli import main as cli_main
     from gigpo.train.config import load_config
     from gigpo.train.dynamic_sampling import RunFailed
-    from gigpo.train.metrics import read_metrics
+    from gigpo.train.reporting.metrics import read_metrics
     from gigpo.train.trainer import Trainer
 
     small = ["model.tiny={english_words: false, hidden_size: 16, intermediate_size: 32}",

@@ -17,10 +17,10 @@ from small_run import SMALL
 
 from gigpo.cli import main as cli_main
 from gigpo.train.config import ConfigError, load_config
-from gigpo.train.memory_estimate import batch_bytes_floor, check_rollout_memory
-from gigpo.train.runlock import LOCK_FILE, RunDirLocked, holds_lock, lock_run_dir, release_run_dir
+from gigpo.train.preflight.memory_estimate import batch_bytes_floor, check_rollout_memory
+from gigpo.train.rundir.runlock import LOCK_FILE, RunDirLocked, holds_lock, lock_run_dir, release_run_dir
 
-HOLD = "import sys, time; from gigpo.train.runlock import lock_run_dir; lock_run_dir(sys.argv[1]); print('held', flush=True); time.sleep(60)"
+HOLD = "import sys, time; from gigpo.train.rundir.runlock import lock_run_dir; lock_run_dir(sys.argv[1]); print('held', flush=True); time.sleep(60)"
 
 
 def _holder(run: Path) -> subprocess.Popen:
@@ -51,7 +51,7 @@ def test_a_dead_holders_lock_is_taken_over(tmp_path, caplog):
     p.kill()  # SIGKILL: no clean-up ran, its lock file (with its PID) is still there
     p.wait()
     assert json.loads((run / LOCK_FILE).read_text())["pid"] == p.pid
-    with caplog.at_level(logging.WARNING, logger="gigpo.train.runlock"):
+    with caplog.at_level(logging.WARNING, logger="gigpo.train.rundir.runlock"):
         lock_run_dir(run)
     try:
         assert holds_lock(run) and f"left by PID {p.pid}" in caplog.text

@@ -10,9 +10,9 @@ import yaml
 from small_run import SMALL
 
 from gigpo.cli import main as cli_main
-from gigpo.train.checkpoint import list_checkpoints
 from gigpo.train.config import ConfigError, load_config
 from gigpo.train.rundir import NothingToDo, create_run_dir, plan_resume
+from gigpo.train.rundir.checkpoint import list_checkpoints
 from gigpo.train.trainer import Trainer
 
 

@@ -17,9 +17,9 @@ from small_run import SMALL
 
 from gigpo.cli import main as cli_main
 from gigpo.train.config import load_config
-from gigpo.train.config_secrets import MASK, mask_config, secret_keys
+from gigpo.train.config.secrets import MASK, mask_config, secret_keys
 from gigpo.train.rundir import CONFIG_MARKER
-from gigpo.train.runlock import LOCK_FILE, RunDirLocked, lock_run_dir
+from gigpo.train.rundir.runlock import LOCK_FILE, RunDirLocked, lock_run_dir
 from gigpo.train.trainer import Trainer
 
 KEY = "sk-live-0123456789abcdef"
@@ -145,7 +145,7 @@ def test_the_schema_marks_the_api_key_secret():
                           "env": {"options": {"token": KEY, "user_api_key_env": "MY_VAR"}}})
     assert KEY not in json.dumps(masked) and masked["env"]["options"]["user_api_key_env"] == "MY_VAR"
     assert mask_config({"rollout": {"openai": {"api_key": ""}}})["rollout"]["openai"]["api_key"] == ""
-    from gigpo.train.config_secrets import mask_override
+    from gigpo.train.config.secrets import mask_override
 
     assert mask_override(f"rollout.openai.api_key={KEY}") == f"rollout.openai.api_key={MASK}"
     assert mask_override("rollout.groups=8") == "rollout.groups=8" and mask_override("--api-key=x") == "--api-key=x"
@@ -163,7 +163,7 @@ def test_print_config_masks_and_a_masked_config_is_refused(tmp_path, capsys):
 
 
 def test_trackers_get_a_masked_config(tmp_path, monkeypatch):
-    import gigpo.train.trackers as trackers
+    import gigpo.train.reporting.trackers as trackers
 
     seen = {}
 

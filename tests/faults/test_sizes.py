@@ -15,7 +15,7 @@ import pytest
 from gigpo.apiclient import APIError, ChatClient
 from gigpo.rollout.batch import RolloutBatch, Trajectory
 from gigpo.serve.engine import OpenAIEngine
-from gigpo.train import samples
+from gigpo.train.reporting import samples
 
 
 def _batch(obs: str, n_traj: int = 3, steps: int = 2) -> RolloutBatch:
@@ -30,7 +30,7 @@ def _batch(obs: str, n_traj: int = 3, steps: int = 2) -> RolloutBatch:
 
 def test_huge_observations_make_small_sample_files(tmp_path, caplog, monkeypatch):
     monkeypatch.setattr(samples, "_warned", False)
-    with caplog.at_level(logging.WARNING, logger="gigpo.train.samples"):
+    with caplog.at_level(logging.WARNING, logger="gigpo.train.reporting.samples"):
         samples.write_samples(tmp_path / "iter_000001.txt", _batch("x" * 5_000_000), np.zeros(0), 3)
         samples.write_samples(tmp_path / "iter_000002.txt", _batch("y" * 200_000), np.zeros(0), 3)
     for f in ("iter_000001.txt", "iter_000002.txt"):

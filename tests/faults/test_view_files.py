@@ -17,7 +17,7 @@ from small_run import SMALL
 
 from gigpo.cli import main as cli_main
 from gigpo.train.config import load_config
-from gigpo.train.config_secrets import MASK
+from gigpo.train.config.secrets import MASK
 from gigpo.train.trainer import Trainer
 from gigpo.view.load import load_run, read_jsonl
 
@@ -63,7 +63,7 @@ def test_a_line_break_json_does_not_escape_keeps_every_trajectory(run, tmp_path,
 
 
 def test_samples_written_by_the_trainer_with_a_raw_u2028_read_back_whole(tmp_path):
-    from gigpo.train.step_records import read_step_records
+    from gigpo.train.reporting.step_records import read_step_records
 
     path = tmp_path / "iter_000001.jsonl"
     recs = [{"kind": "header"}] + [{"kind": "trajectory", "traj": i, "steps": [{"obs": "a\u2028b"}]} for i in range(3)]

@@ -8,7 +8,7 @@ import csv
 import math
 from pathlib import Path
 
-from gigpo.train.trackers import register_tracker
+from gigpo.train.reporting.trackers import register_tracker
 
 
 @register_tracker("csv", description="every metric as iteration,key,value rows in RUN_DIR/metrics.csv")

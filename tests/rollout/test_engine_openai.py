@@ -170,7 +170,7 @@ def test_the_config_accepts_exactly_the_registered_engines():
     loads, any other is one line naming them; each engine's options are its rollout.<section>."""
     from gigpo.rollout.engines import ENGINES
     from gigpo.train.config import ConfigError, load_config
-    from gigpo.train.config_help import describe
+    from gigpo.train.config.help import describe
 
     with pytest.raises(ConfigError, match="^rollout.engine: 'nope' is not one of " + ", ".join(map(repr, ENGINES))):
         load_config(None, ["rollout.engine=nope"])

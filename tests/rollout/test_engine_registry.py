@@ -12,7 +12,7 @@ from gigpo.algo import loss_registry
 from gigpo.algo.registry import option
 from gigpo.rollout import registry
 from gigpo.rollout.engines import Capabilities, register_engine
-from gigpo.train import trackers
+from gigpo.train.reporting import trackers
 
 
 @pytest.fixture(autouse=True)
@@ -56,7 +56,7 @@ def test_names_and_sections_are_one_engines():
 
 
 def test_an_engine_section_cannot_shadow_a_rollout_key():
-    from gigpo.train.config_schema_rollout import rollout_section
+    from gigpo.train.config.schema_rollout import rollout_section
 
     register_engine("groups", _engine(options=Opts))
     with pytest.raises(ValueError, match="rollout.groups would replace the key rollout.groups"):

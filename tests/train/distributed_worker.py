@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import sys
 
-from gigpo.train import distributed
 from gigpo.train.config import load_config, parse_cli_overrides
+from gigpo.train.parallel import distributed
 from gigpo.train.rundir import plan_resume
 from gigpo.train.trainer import Trainer
 

@@ -154,7 +154,7 @@ def test_config_layers_import_no_torch_and_no_cycle(module):
     code = (f"import sys, {module}; "
             "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith(('gigpo.models', "
             "'gigpo.train.estimate', 'gigpo.train.trainer')) or (m.startswith('gigpo.train.config') and "
-            f"m != 'gigpo.train.config_error' and '{module}' == 'gigpo.train.algorithms')))")
+            f"m != 'gigpo.train.config.error' and '{module}' == 'gigpo.train.algorithms')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

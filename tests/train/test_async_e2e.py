@@ -13,10 +13,10 @@ from trainer_interrupt import interrupt_at
 from gigpo.rollout import HFEngine
 from gigpo.rollout.engines.hf_worker import WorkerDied, WorkerEngine
 from gigpo.train.async_rollout import _GuardedCollector
-from gigpo.train.checkpoint import list_checkpoints
 from gigpo.train.compose import build_collector
 from gigpo.train.config import load_config
-from gigpo.train.metrics import read_metrics
+from gigpo.train.reporting.metrics import read_metrics
+from gigpo.train.rundir.checkpoint import list_checkpoints
 from gigpo.train.trainer import Trainer
 
 SMALL = [

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from gigpo.algo.losses import gspo_loss, offpolicy_weight, policy_loss
 from gigpo.rollout.batch import RolloutBatch, Trajectory
-from gigpo.train.async_batches import _batch_from_json, _batch_to_json
 from gigpo.train.async_rollout import sampled_version
+from gigpo.train.async_rollout.batches import _batch_from_json, _batch_to_json
 from gigpo.train.config import load_config
-from gigpo.train.config_error import ConfigError
+from gigpo.train.config.error import ConfigError
 
 
 def _reference_weight(learner, sampler, mask, kind, cap):

@@ -20,9 +20,9 @@ from gigpo.models import load_model, save_pretrained
 from gigpo.rollout.engines.openai import CompletionsEngine, RemoteEngineError
 from gigpo.serve.server import make_server
 from gigpo.train.async_rollout import AsyncRollout
-from gigpo.train.checkpoint import list_checkpoints
 from gigpo.train.config import load_config
-from gigpo.train.metrics import read_metrics
+from gigpo.train.reporting.metrics import read_metrics
+from gigpo.train.rundir.checkpoint import list_checkpoints
 from gigpo.train.trainer import Trainer
 
 TINY = {"english_words": False, "hidden_size": 32, "intermediate_size": 64}

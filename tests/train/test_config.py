@@ -134,8 +134,8 @@ def test_every_key_has_a_description_and_allowed_values_in_help():
     """Descriptions are data on the schema: a key added without one fails here."""
     import typing
 
-    from gigpo.train.config_help import allowed_values, iter_keys
-    from gigpo.train.config_schema import SECTIONS
+    from gigpo.train.config.help import allowed_values, iter_keys
+    from gigpo.train.config.schema import SECTIONS
 
     hints = typing.get_type_hints(Config)
     keys = [k for s in SECTIONS for k in iter_keys(hints[s], s)]

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from gigpo.train.config import Config, ConfigError, apply_overrides, load_config
-from gigpo.train.config_help import describe
-from gigpo.train.config_load import RENAMED_KEYS
+from gigpo.train.config.help import describe
+from gigpo.train.config.load import RENAMED_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLLOUT_RENAMES = {old: new for old, new in RENAMED_KEYS.items() if old.startswith("rollout.")}

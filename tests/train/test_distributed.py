@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from gigpo.cli import main as cli_main
-from gigpo.train import distributed
 from gigpo.train.config import load_config
+from gigpo.train.parallel import distributed
 from gigpo.train.trainer import Trainer
 
 safetensors = pytest.importorskip("safetensors.torch")

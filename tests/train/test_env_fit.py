@@ -1,6 +1,6 @@
 """A user's own game on the first try: settings that fit the env's actions for a run that names it without a
-preset (gigpo.train.env_settings), a run that cannot act stops with one line (gigpo.train.action_check), and held-out
-evaluation of an env whose start ignores the seed says so (gigpo.train.heldout)."""
+preset (gigpo.train.config.env_settings), a run that cannot act stops with one line (gigpo.train.preflight.action_check), and held-out
+evaluation of an env whose start ignores the seed says so (gigpo.train.preflight.heldout)."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_textarena_instructions_give_each_games_own_move_format():
 
 
 def test_a_run_whose_first_iterations_make_no_valid_action_stops_naming_the_keys(tmp_path):
-    from gigpo.train.action_check import NoValidActions
+    from gigpo.train.preflight.action_check import NoValidActions
     from gigpo.train.trainer import Trainer
 
     cfg = load_config(None, [TINY, "env=long-moves-test", "rollout.decoding=free", "rollout.max_response_tokens=1",
@@ -110,7 +110,7 @@ def test_an_evaluation_whose_first_episodes_are_all_invalid_stops_and_the_cli_sa
 def test_an_env_whose_start_ignores_the_seed_is_named_and_its_evaluation_labelled():
     from gigpo.train.compose import probe_env
     from gigpo.train.evaluate import SAME_START_KEY, format_table
-    from gigpo.train.heldout import SAME_START, SameStartWarning
+    from gigpo.train.preflight.heldout import SAME_START, SameStartWarning
 
     with pytest.warns(SameStartWarning, match="gym:FrozenLake-v1.*starts the same for every seed"):
         assert probe_env(load_config(None, ["env=gym:FrozenLake-v1"])) is True

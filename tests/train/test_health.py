@@ -5,7 +5,7 @@ import logging
 import pytest
 
 from gigpo.train.config import ConfigError, load_config
-from gigpo.train.health import HealthMonitor, HealthThresholds, replay
+from gigpo.train.reporting.health import HealthMonitor, HealthThresholds, replay
 
 
 def recs(success, entropy=None, zero_adv=()):

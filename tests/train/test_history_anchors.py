@@ -10,7 +10,7 @@ from gigpo.algo import compute_advantages, group_exact
 from gigpo.algo.grouping import history_anchors
 from gigpo.rollout.batch import RolloutBatch
 from gigpo.train.config import load_config
-from gigpo.train.config_error import ConfigError
+from gigpo.train.config.error import ConfigError
 from gigpo.train.estimate import row_advantages
 from gigpo.train.grouping import anchors_for, grouping_spec
 

@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 
 from gigpo.train.config import load_config
-from gigpo.train.memory_estimate import check_peak_memory, model_dims, peak_bytes, probe_prompt_tokens
+from gigpo.train.preflight.memory_estimate import (
+    check_peak_memory,
+    model_dims,
+    peak_bytes,
+    probe_prompt_tokens,
+)
 
 #: Measured (peak RSS, /usr/bin/time -v "Maximum resident set size": 5534224 kB; 2-core CPU, torch 2.13.0):
 #:   gigpo train --config smollm2 env=textarena:ConnectFour-v0 prompt.max_prompt_tokens=2048 rollout.groups=1 \

@@ -1,4 +1,4 @@
-"""Paired-seed statistics (gigpo.train.paired_stats) against a plain reference, and `gigpo sweep --paired`'s arms,
+"""Paired-seed statistics (gigpo.train.sweep.paired_stats) against a plain reference, and `gigpo sweep --paired`'s arms,
 per-run values and bad input."""
 
 from __future__ import annotations
@@ -11,9 +11,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gigpo.train.paired_stats import APART, HELPS, HURTS, bootstrap_ci, paired_stat, sign_test_p, verdict
 from gigpo.train.sweep import Cell, sweep_main
-from gigpo.train.sweep_paired import compare, resolve_paired, seed_values
+from gigpo.train.sweep.paired import compare, resolve_paired, seed_values
+from gigpo.train.sweep.paired_stats import (
+    APART,
+    HELPS,
+    HURTS,
+    bootstrap_ci,
+    paired_stat,
+    sign_test_p,
+    verdict,
+)
 
 
 # ---------------------------------------------------------------- the plain reference
@@ -223,7 +231,7 @@ def test_sweep_paired_bad_input_is_one_line_and_exit_2_before_any_run(tmp_path, 
 
 
 def test_paired_json_has_no_nan(tmp_path):
-    from gigpo.train.sweep_paired import write_json
+    from gigpo.train.sweep.paired import write_json
 
     write_json(tmp_path / "x.json", {"v": math.nan, "l": [1.0, math.inf], "d": {1: -math.inf}})
     assert json.loads((tmp_path / "x.json").read_text()) == {"v": None, "l": [1.0, None], "d": {"1": None}}

@@ -5,9 +5,13 @@ import logging
 
 import torch
 
-from gigpo.train import provenance
-from gigpo.train.provenance import ENVIRONMENT_FILE, numeric_differences, read_environment, record_start
-from gigpo.train.rundir import RUN_ENTRIES
+from gigpo.train.rundir import RUN_ENTRIES, provenance
+from gigpo.train.rundir.provenance import (
+    ENVIRONMENT_FILE,
+    numeric_differences,
+    read_environment,
+    record_start,
+)
 
 
 def test_a_record_names_what_decides_the_numerics():
@@ -32,7 +36,7 @@ def test_resume_on_another_instruction_set_is_reported(tmp_path, caplog):
     history = read_environment(tmp_path)
     history[-1]["cpu_capability"] = "SOMETHING_ELSE"
     (tmp_path / ENVIRONMENT_FILE).write_text(json.dumps(history))
-    with caplog.at_level(logging.WARNING, logger="gigpo.train.provenance"):
+    with caplog.at_level(logging.WARNING, logger="gigpo.train.rundir.provenance"):
         changed = record_start(tmp_path, 5)
     assert changed == {"cpu_capability": ("SOMETHING_ELSE", torch.backends.cpu.get_cpu_capability())}
     assert "cpu_capability 'SOMETHING_ELSE'" in caplog.text and "not bit-identical" in caplog.text

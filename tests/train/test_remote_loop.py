@@ -103,7 +103,7 @@ def serve_tiny(tmp_path, seed=99):
 
 def test_a_server_that_dies_mid_run_is_retried_then_a_clear_error_and_the_checkpoint_is_intact(tmp_path):
     from gigpo.rollout.engines.openai import RemoteEngineError
-    from gigpo.train.checkpoint import list_checkpoints, verify_checkpoint
+    from gigpo.train.rundir.checkpoint import list_checkpoints, verify_checkpoint
 
     srv = serve_tiny(tmp_path)
     cfg = load_config(None, SMALL + [f"train.run_dir={tmp_path / 'run'}", "train.iterations=3", "train.checkpoint_every=1",

@@ -7,7 +7,7 @@ import pytest
 
 from gigpo.rollout.batch import RolloutBatch, Trajectory
 from gigpo.train.config import Config
-from gigpo.train.step_records import choose_groups, read_step_records, write_step_records
+from gigpo.train.reporting.step_records import choose_groups, read_step_records, write_step_records
 
 
 def batch_of(groups: dict[int, list[list[float]]], obs_len: int = 5) -> RolloutBatch:
@@ -98,7 +98,7 @@ def test_a_trained_run_writes_consistent_records(tmp_path):
 @pytest.mark.parametrize("name,has", [("gigpo", "E S sg"), ("grpo", "E"), ("rloo+step", "E S sg"),
                                       ("ppo+step", "S sg"), ("reinforce++", ""), ("hgpo", "E S")])
 def test_each_estimator_writes_the_parts_it_has(name, has):
-    from gigpo.train.step_records import credit_parts
+    from gigpo.train.reporting.step_records import credit_parts
 
     cfg = Config()
     cfg.algorithm.name = name

@@ -11,7 +11,7 @@ import pytest
 
 from gigpo.train import sweep
 from gigpo.train.sweep import Cell, build_cells, parse_params, run_finished, split_values, sweep_main
-from gigpo.train.sweep_aggregate import aggregate, markdown_table, run_final, write_outputs
+from gigpo.train.sweep.aggregation import aggregate, markdown_table, run_final, write_outputs
 
 
 def test_split_values_respects_brackets_and_quotes():

@@ -11,8 +11,8 @@ import pytest
 
 from gigpo.cli import main as cli_main
 from gigpo.train.config import ConfigError, load_config
-from gigpo.train.metrics import read_metrics
-from gigpo.train.trackers import logger_names
+from gigpo.train.reporting.metrics import read_metrics
+from gigpo.train.reporting.trackers import logger_names
 
 INSTALLED = [n for n, mod in (("tensorboard", "tensorboard"), ("wandb", "wandb"), ("mlflow", "mlflow"))
              if importlib.util.find_spec(mod) is not None]

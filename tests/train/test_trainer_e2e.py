@@ -9,10 +9,10 @@ import torch
 from trainer_interrupt import interrupt_at
 
 from gigpo.cli import main as cli_main
-from gigpo.train.checkpoint import list_checkpoints
 from gigpo.train.config import load_config
 from gigpo.train.estimate import Advantages
-from gigpo.train.metrics import read_metrics
+from gigpo.train.reporting.metrics import read_metrics
+from gigpo.train.rundir.checkpoint import list_checkpoints
 from gigpo.train.trainer import Trainer
 
 SMALL = [

@@ -77,7 +77,7 @@ def test_imported_estimator_options_are_config_keys(tmp_path, monkeypatch, capsy
     import yaml
 
     from gigpo.cli import main
-    from gigpo.train.config_help import describe
+    from gigpo.train.config.help import describe
 
     (tmp_path / "user_scaled_mod.py").write_text(OPTIONS_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -107,7 +107,7 @@ def test_imported_estimator_options_are_config_keys(tmp_path, monkeypatch, capsy
 def test_an_estimator_section_cannot_shadow_a_key_or_another_estimator(monkeypatch):
     from dataclasses import dataclass
 
-    from gigpo.train.config_schema import Config
+    from gigpo.train.config.schema import Config
 
     monkeypatch.setattr(registry, "_ESTIMATORS", dict(registry._ESTIMATORS))
 

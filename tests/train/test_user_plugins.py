@@ -15,7 +15,7 @@ import yaml
 import gigpo.train.config  # noqa: F401 - the built-ins registered before a test copies the registries
 from gigpo.algo import loss_registry
 from gigpo.rollout import registry as engine_registry
-from gigpo.train import trackers
+from gigpo.train.reporting import trackers
 
 PLUGINS = Path(__file__).resolve().parents[1] / "plugins"
 #: a small quickstart: 2 iterations take seconds on a CPU
@@ -47,7 +47,7 @@ def _rows(run: Path) -> list[dict]:
 
 def test_an_imported_engine_trains_and_its_options_are_config_keys(tmp_path, plugins, capsys):
     from gigpo.cli import main
-    from gigpo.train.config_help import describe
+    from gigpo.train.config.help import describe
 
     run = tmp_path / "run"
     assert main(["train", "rollout.engine=uniform", *SMALL]) == 2  # unknown without --import

@@ -128,7 +128,7 @@ def test_a_sweep_directory_shows_cells_with_mean_curves_and_the_table(runs, tmp_
 def test_a_sweeps_paired_comparison_is_recomputed_from_its_runs(runs, tmp_path):
     import json
 
-    from gigpo.train.sweep_paired import compare, read_run
+    from gigpo.train.sweep.paired import compare, read_run
 
     sweep = tmp_path / "sweep"
     for name, run in runs.items():

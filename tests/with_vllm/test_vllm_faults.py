@@ -33,7 +33,7 @@ def test_a_server_without_dev_mode_is_one_line_naming_the_flag_before_anything_r
 def test_a_server_killed_mid_run_is_retried_then_one_line_names_the_intact_checkpoint(tmp_path, capsys):
     from gigpo.cli import main as cli_main
     from gigpo.train import trainer as trainer_module
-    from gigpo.train.checkpoint import list_checkpoints, verify_checkpoint
+    from gigpo.train.rundir.checkpoint import list_checkpoints, verify_checkpoint
 
     srv = VLLMServer(save_tiny(tmp_path / "served", seed=1), tmp_path / "server.log").wait()
     save = trainer_module.Trainer.save

@@ -32,7 +32,7 @@ def option(default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any = 
     """One estimator option: its default and its description, kept as data on the dataclass field
     (``metadata["doc"]``), read by ``--help`` and the test that every config key is documented. ``secret``: the
     value is a credential (``metadata["secret"]``), masked wherever gigpo shows or shares a config
-    (gigpo.train.config_secrets)."""
+    (gigpo.train.config.secrets)."""
     meta = {"doc": doc, "secret": True} if secret else {"doc": doc}
     if factory is not None:
         return field(default_factory=factory, metadata=meta)

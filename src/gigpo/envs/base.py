@@ -33,7 +33,7 @@ class StepInfo(TypedDict, total=False):
 @dataclass(frozen=True)
 class ActionSpec:
     """What an env's actions need, declared by the env (:meth:`Env.action_spec`) so that a run naming the env
-    without a preset of its own gets settings that fit it (:mod:`gigpo.train.env_settings`).
+    without a preset of its own gets settings that fit it (:mod:`gigpo.train.config.env_settings`).
 
     ``legal_actions``: ``info["admissible_actions"]`` lists every legal move at every step, so constrained
     decoding can be used. ``examples``: well-formed moves; the longest sets the response budget (a move of n
@@ -71,7 +71,7 @@ class Env(ABC):
     * ``instructions`` (class attribute or property): rules of the env and the action vocabulary, shown once at the
       top of every prompt.
     * ``max_steps``: the env's own step cap (the rollout also has one; the smaller wins).
-    * Optional, for scripted agents (``gigpo eval --agent oracle|random``, :mod:`gigpo.train.scripted`):
+    * Optional, for scripted agents (``gigpo eval --agent oracle|random``, :mod:`gigpo.train.evaluate.scripted`):
       ``oracle_action(self) -> str``, the oracle's next action text for the env's current state (called after
       ``reset`` and after every step that did not end the episode). ``--agent random`` needs no method: it picks
       uniformly (seeded) among ``info["admissible_actions"]``. An env that reports ``info["task_type"]`` or

@@ -177,7 +177,7 @@ def register_engine(name: str, cls: type | None = None, *, section: str = "", de
     Registering a name twice replaces the entry only when it is the same class (its module imported again);
     another class under a taken name, or a section another engine holds, is a ValueError (a section that is a
     key of ``rollout`` itself is refused when the config is built:
-    :func:`gigpo.train.config_schema_rollout.rollout_section`)."""
+    :func:`gigpo.train.config.schema_rollout.rollout_section`)."""
 
     def deco(klass: type) -> type:
         options = getattr(klass, "options", NoOptions)

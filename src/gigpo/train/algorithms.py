@@ -25,8 +25,8 @@ import yaml
 import gigpo.algo.estimators  # noqa: F401  (registers the built-in estimators)
 from gigpo.algo.loss_registry import Loss, get_loss
 from gigpo.algo.registry import Common, Estimator, get_estimator, registered
-from gigpo.train.config_error import ConfigError
-from gigpo.train.presets import ALGO_PRESET_DIR
+from gigpo.train.config.error import ConfigError
+from gigpo.train.config.presets import ALGO_PRESET_DIR
 
 #: Registered policy losses (:mod:`gigpo.algo.loss_registry`) the table names.
 PPO_LOSS = "ppo-clip"

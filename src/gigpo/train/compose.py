@@ -22,9 +22,9 @@ from gigpo.envs.guard import registered_factory
 from gigpo.envs.registry import get_spec
 from gigpo.rollout import Collector
 from gigpo.rollout.branching import BranchSpec
-from gigpo.train import heldout
 from gigpo.train.config import Config, ConfigError, env_option_error
-from gigpo.train.config_bounds import check_token_caps, context_from_dir
+from gigpo.train.config.bounds import check_token_caps, context_from_dir
+from gigpo.train.preflight import heldout
 from gigpo.train.rng_streams import EVAL_SEED_BASE, eval_seeds, train_seeds  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ def env_factory(cfg: Config, split: str | None = None):
 def probe_env(cfg: Config) -> bool:
     """Build (and close) one env of ``cfg`` so that a missing data file or a bad option fails before any model
     loads. Envs share their heavy data per process (catalogs, corpora), so the real run reuses what this loads.
-    Returns whether the env starts the same for every seed (:mod:`gigpo.train.heldout`, one warning then).
+    Returns whether the env starts the same for every seed (:mod:`gigpo.train.preflight.heldout`, one warning then).
 
     The constructor's TypeError/ValueError (``env.size=0``) becomes a ConfigError naming the ``env.*`` keys.
     With ``rollout.decoding=constrained`` the env is also reset once: it must list ``admissible_actions`` in its
@@ -320,17 +320,17 @@ def build_run(cfg: Config, run_dir: str | Path | None = None, resume: Any = None
 
     from gigpo.algo import similarity
     from gigpo.models import resolve_model_source
-    from gigpo.train import distributed
     from gigpo.train.algorithms import needs_reference, spec_of
-    from gigpo.train.checkpoint import restore_rng, set_aside
-    from gigpo.train.data_parallel import DataParallel
     from gigpo.train.grouping import grouping_spec
-    from gigpo.train.memory_estimate import warn_peak_memory
-    from gigpo.train.metrics import MetricsLog
+    from gigpo.train.parallel import distributed
+    from gigpo.train.parallel.data_parallel import DataParallel
     from gigpo.train.passes import PolicyPasses
+    from gigpo.train.preflight.memory_estimate import warn_peak_memory
     from gigpo.train.remote import start_engine
     from gigpo.train.reporting import RunReporting
+    from gigpo.train.reporting.metrics import MetricsLog
     from gigpo.train.rundir import check_fresh_run_dir, create_run_dir, write_run_records
+    from gigpo.train.rundir.checkpoint import restore_rng, set_aside
     from gigpo.train.value import VALUE_HEAD_FILE, load_value_head
 
     if cfg.train.threads:

@@ -143,7 +143,7 @@ def collect_shards(collector: Any, cfg: Any, iteration: int, shards: list[int], 
     """The batch an iteration trains on, its ``rollout/*`` metrics and the shard of each row.
 
     The ``rollout.groups`` task seeds of the iteration are drawn whole, then cut into ``n_shards`` contiguous
-    shards (:func:`gigpo.train.distributed.shard_slices`); this process collects ``shards`` (a data-parallel
+    shards (:func:`gigpo.train.parallel.distributed.shard_slices`); this process collects ``shards`` (a data-parallel
     rank: its own; one process: all of them), each shard sampled from its own torch seed when ``n_shards`` > 1,
     so the trajectories depend on (seed, iteration, n_shards), not on how many ranks collect them.
 
@@ -153,7 +153,7 @@ def collect_shards(collector: Any, cfg: Any, iteration: int, shards: list[int], 
     Failed trajectories (env faults, see :class:`gigpo.rollout.Collector`) have no rows, so they never count as
     informative groups and never reach the advantages; ``failed_trajectories`` counts them over all rounds.
     """
-    from gigpo.train.distributed import shard_slices
+    from gigpo.train.parallel.distributed import shard_slices
 
     cut = shard_slices(cfg.rollout.groups, n_shards)
     kept_parts, every_parts, shard_stats = [], [], []
@@ -178,7 +178,7 @@ def collect_shard(collector: Any, cfg: Any, iteration: int, shard: int, part: sl
     the overlong penalty added when enabled; with ``rollout.dapo.dynamic_sampling`` refilled to its own group count
     by :func:`dynamic_sample`. ``stats``: the dynamic-sampling counts, ``overlong_penalty`` summed over rounds and
     ``_rounds`` (rounds run)."""
-    from gigpo.train.distributed import shard_torch_seed
+    from gigpo.train.parallel.distributed import shard_torch_seed
 
     r = cfg.rollout
     if n_shards > 1:

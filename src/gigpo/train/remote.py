@@ -34,7 +34,7 @@ def logprob_gap(old: dict[int, Any], sampling: list[list[float]]) -> tuple[float
 
 def start_engine(engine: Any, model: Any, version: int) -> None:
     """Before the first rollout: the engine reachable and sampling from the learner's weights (``version``)."""
-    from gigpo.train.config_error import ConfigError
+    from gigpo.train.config.error import ConfigError
 
     try:
         engine.probe()
@@ -62,7 +62,7 @@ def preflight_engine(cfg: Any) -> None:
     spec = engine_spec(cfg.rollout.engine)
     if not spec.capabilities.early_probe:
         return
-    from gigpo.train.config_error import ConfigError
+    from gigpo.train.config.error import ConfigError
 
     try:
         spec.cls.preflight(cfg)

@@ -24,9 +24,9 @@ import numpy as np
 import yaml
 
 from gigpo.safefiles import json_lines, read_regular_text
-from gigpo.train.config_secrets import mask_config
-from gigpo.train.health import HealthThresholds, replay
-from gigpo.train.step_records import read_step_records
+from gigpo.train.config.secrets import mask_config
+from gigpo.train.reporting.health import HealthThresholds, replay
+from gigpo.train.reporting.step_records import read_step_records
 
 MAX_POINTS = 2000
 #: the most of a run's metrics.jsonl / config.yaml / one samples file read (reads count bytes actually read)
@@ -75,7 +75,7 @@ def read_jsonl(path: Path, max_bytes: int = METRICS_MAX_BYTES) -> tuple[list[dic
 
 def read_config(run: Path) -> tuple[dict, str | None]:
     """``(config, problem)``: the run's config.yaml as a mapping with its secrets masked
-    (gigpo.train.config_secrets), or ``{}`` and a note when it is not one (a cap of ``CONFIG_MAX_BYTES``, a
+    (gigpo.train.config.secrets), or ``{}`` and a note when it is not one (a cap of ``CONFIG_MAX_BYTES``, a
     regular file only)."""
     path = run / "config.yaml"
     try:

@@ -1,11 +1,11 @@
 """A sweep directory (``gigpo sweep --out DIR``) for the report: per cell the mean curve over seeds with a ±1 std
-band, and the final-metrics table of :mod:`gigpo.train.sweep_aggregate` (mean ± std over the seeds' runs).
+band, and the final-metrics table of :mod:`gigpo.train.sweep.aggregation` (mean ± std over the seeds' runs).
 
 Cells are named by the config keys that differ between them (the grid), read from each run's config.yaml; a
 seed's run that is still training counts with what it has, so the table says how many seeds each value has.
 
 A sweep run with ``--paired A,B`` left ``<name>_paired.json`` (the arms and their runs): its comparisons are
-recomputed here from the runs as they are now (:mod:`gigpo.train.sweep_paired`; finished runs only), so a live
+recomputed here from the runs as they are now (:mod:`gigpo.train.sweep.paired`; finished runs only), so a live
 view pairs the seeds as they finish."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from gigpo.safefiles import read_regular_text
-from gigpo.train.sweep_aggregate import FINAL_METRICS, run_final
-from gigpo.train.sweep_paired import METRICS, RULE, compare, finite_or_none, seed_values
+from gigpo.train.sweep.aggregation import FINAL_METRICS, run_final
+from gigpo.train.sweep.paired import METRICS, RULE, compare, finite_or_none, seed_values
 from gigpo.view.load import IGNORED_DIFF_KEYS, _round, flat, read_config, read_jsonl
 
 SWEEP_CURVES = ("rollout/success_rate", "eval/success_rate", "rollout/episode_return", "rollout/valid_action_rate",

@@ -1,5 +1,5 @@
 """``gigpo sweep --paired A,B``: the two arms of a sweep's grid compared seed by seed (same seed = same initial
-weights, same tasks), with the statistics of :mod:`gigpo.train.paired_stats`.
+weights, same tasks), with the statistics of :mod:`gigpo.train.sweep.paired_stats`.
 
 An arm is a value of one grid key (``grpo``) or ``key=value`` (``algorithm=grpo``); both arms must be values of
 the same key. With more grid keys, A and B are compared once per combination of the other keys' values.
@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gigpo.train.paired_stats import APART, BOOTSTRAP_RESAMPLES, HELPS, HURTS, PairedStat, paired_stat
+from gigpo.train.sweep.paired_stats import APART, BOOTSTRAP_RESAMPLES, HELPS, HURTS, PairedStat, paired_stat
 
 #: the compared metrics: key of :func:`seed_values` -> label in tables
 METRICS = {"auc": "sampled success AUC", "final_eval": "final held-out success"}

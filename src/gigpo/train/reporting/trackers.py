@@ -3,7 +3,7 @@ user's module registers with :func:`register_tracker` (loaded with ``--import MO
 :class:`Tracker`, named in ``train.loggers`` like a built-in.
 
 Each gets the resolved config, every metric of every iteration, the sample tables (samples/iter_N.jsonl), the
-health alerts (:mod:`gigpo.train.health`) and, at the end, ``curves.png``:
+health alerts (:mod:`gigpo.train.reporting.health`) and, at the end, ``curves.png``:
 
 * ``tensorboard``: RUN_DIR/tensorboard (``train.tensorboard=true`` is the same); config, samples and alerts as
   text, the curves as an image.
@@ -38,7 +38,7 @@ from typing import Any, Protocol, runtime_checkable
 import yaml
 
 from gigpo.safefiles import write_text_nofollow
-from gigpo.train.config_secrets import mask_config
+from gigpo.train.config.secrets import mask_config
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +56,11 @@ class Tracker(Protocol):
         ...
 
     def samples(self, it: int, trajectories: list[dict], path: Path) -> None:
-        """The sample records of iteration ``it`` (:mod:`gigpo.train.step_records`), written to ``path``."""
+        """The sample records of iteration ``it`` (:mod:`gigpo.train.reporting.step_records`), written to ``path``."""
         ...
 
     def alert(self, a: Any) -> None:
-        """A health alert (:class:`gigpo.train.health.Alert`: ``kind``, ``iteration``, ``message``)."""
+        """A health alert (:class:`gigpo.train.reporting.health.Alert`: ``kind``, ``iteration``, ``message``)."""
         ...
 
     def finish(self, curves: Path | None, ok: bool) -> None:
@@ -159,7 +159,7 @@ def _scalars(rec: dict) -> dict[str, float]:
 
 
 def table_rows(iteration: int, trajectories: list[dict]) -> list[list[Any]]:
-    """One row per step of the sample records (see :mod:`gigpo.train.step_records`), texts cut short."""
+    """One row per step of the sample records (see :mod:`gigpo.train.reporting.step_records`), texts cut short."""
     rows = []
     for t in trajectories:
         for s in t.get("steps", ()):

@@ -6,7 +6,7 @@
   not a memory estimate for tokens the model could never read;
 * **rollout.max_staleness** against what the run can use: a batch is at most ``train.iterations`` versions old,
   and the async rollout keeps one CPU copy of the model per version it may still serve;
-* **secrets**: a masked value (:data:`gigpo.train.config_secrets.MASK`, what a shared config shows) used as a
+* **secrets**: a masked value (:data:`gigpo.train.config.secrets.MASK`, what a shared config shows) used as a
   key, and an API key that no HTTP header can carry (non-ASCII or control characters).
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from gigpo.safefiles import read_regular
-from gigpo.train.config_error import ConfigError
-from gigpo.train.config_secrets import MASK, masked_values
+from gigpo.train.config.error import ConfigError
+from gigpo.train.config.secrets import MASK, masked_values
 
 #: the tiny model's context (``gigpo.models.tiny.TINY_DEFAULTS["max_position_embeddings"]``; a test keeps the
 #: two equal). Not imported from there: that module imports torch, and these checks run before any model code.
@@ -62,7 +62,7 @@ def check_token_caps(cfg: Any, context: int | None, model: str | None = None) ->
     response (the default serves models of any context); a value the user chose is taken at its word."""
     if not context:
         return
-    from gigpo.train.config_schema import PromptConfig
+    from gigpo.train.config.schema import PromptConfig
 
     r = cfg.rollout
     name = model or cfg.model.name

@@ -81,7 +81,7 @@ def human_bytes(n: int) -> str:
 
 def check_rollout_memory(cfg, limit: int | None = None) -> None:
     """ConfigError when one iteration's rollout cannot fit in memory (``limit``: default the machine's)."""
-    from gigpo.train.config_error import ConfigError
+    from gigpo.train.config.error import ConfigError
 
     limit = memory_limit_bytes() if limit is None else limit
     if limit is None:
@@ -183,7 +183,7 @@ def warn_peak_memory(cfg, model, builder, make_env) -> str | None:
     (:func:`check_peak_memory`)."""
     import logging
 
-    from gigpo.train.env_probe import probe
+    from gigpo.train.preflight.env_probe import probe
 
     if check_peak_memory(cfg, model_dims(model), int(cfg.prompt.max_prompt_tokens)) is None:
         return None  # it fits even at the prompt cap: no env episode needs to be probed
@@ -192,5 +192,5 @@ def warn_peak_memory(cfg, model, builder, make_env) -> str | None:
         return None
     msg = check_peak_memory(cfg, model_dims(model), tokens)
     if msg:
-        logging.getLogger("gigpo.train.memory_estimate").warning(msg)
+        logging.getLogger("gigpo.train.preflight.memory_estimate").warning(msg)
     return msg

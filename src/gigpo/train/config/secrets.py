@@ -19,7 +19,7 @@ import re
 import typing
 from typing import Any
 
-from gigpo.train.config_schema import SECTIONS, Config
+from gigpo.train.config.schema import SECTIONS, Config
 
 #: what a secret value is shown as (fixed: its length or prefix would say something about the key)
 MASK = "********"

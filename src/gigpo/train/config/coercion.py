@@ -10,7 +10,7 @@ from typing import Any, Literal, get_args, get_origin
 
 import yaml
 
-from gigpo.train.config_error import ConfigError
+from gigpo.train.config.error import ConfigError
 
 #: Integers travel to numpy/torch (seeds, sizes), which hold 64 bits; a larger value is a typo, not a setting.
 INT_LIMIT = 2**63

@@ -24,9 +24,9 @@ class SameStartWarning(UserWarning):
 
 def same_start(env: Any) -> bool:
     """Whether ``env`` (built, not yet reset) starts identically from the two :data:`SEEDS`; False when its reset
-    raises or hangs (:mod:`gigpo.train.env_probe`: the rollout reports such an env)."""
+    raises or hangs (:mod:`gigpo.train.preflight.env_probe`: the rollout reports such an env)."""
     from gigpo.envs.base import Env
-    from gigpo.train.env_probe import probe
+    from gigpo.train.preflight.env_probe import probe
 
     def starts() -> list[tuple[str, str, str]]:
         out = []

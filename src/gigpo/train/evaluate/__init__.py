@@ -1,4 +1,6 @@
-"""Evaluation of a checkpoint or model on held-out seeds: summaries, tables, checkpoint lookup. The wiring it
+"""Held-out evaluation: gigpo eval of a checkpoint or a model, and scripted agents (oracle, random).
+
+Evaluation of a checkpoint or model on held-out seeds: summaries, tables, checkpoint lookup. The wiring it
 shares with the trainer (env factory, collector, preflight, task seeds) is :mod:`gigpo.train.compose`."""
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from gigpo.train.config import (
 )
 from gigpo.train.remote import start_engine
 
-#: summary key of an env whose start ignores the seed (:mod:`gigpo.train.heldout`); the table says so in words
+#: summary key of an env whose start ignores the seed (:mod:`gigpo.train.preflight.heldout`); the table says so in words
 SAME_START_KEY = "same_start_as_training"
 #: Per-task-type columns in the GiGPO paper's ALFWorld order (envs report the type as ``data_source``).
 TASK_COLUMNS = ("Pick", "Look", "Clean", "Heat", "Cool", "Pick2")
@@ -48,7 +50,7 @@ def locate_checkpoint(path: str | Path) -> tuple[Path, Config | None]:
     """``(model_dir, run_config)`` for a run dir (newest checkpoint), a checkpoint dir, or a plain model dir."""
     import warnings
 
-    from gigpo.train.checkpoint import MANIFEST_FILE, newest_intact_checkpoint, verify_checkpoint
+    from gigpo.train.rundir.checkpoint import MANIFEST_FILE, newest_intact_checkpoint, verify_checkpoint
 
     p = Path(path)
     if not p.exists():
@@ -95,7 +97,7 @@ def evaluate_model(
         cfg = load_config(config, None)
     if overrides:
         from gigpo.train.config import parse_cli_overrides
-        from gigpo.train.config_load import fit_to_env
+        from gigpo.train.config.load import fit_to_env
 
         config_env = cfg.env.name
         flat = parse_cli_overrides(overrides)
@@ -118,7 +120,7 @@ def evaluate_model(
                 collector.close()
         finally:
             engine.close()
-    if fixed:  # the env's start ignores the seed: these episodes replay the training start (gigpo.train.heldout)
+    if fixed:  # the env's start ignores the seed: these episodes replay the training start (gigpo.train.preflight.heldout)
         summary[SAME_START_KEY] = 1.0
     return summary, batch
 
@@ -126,10 +128,10 @@ def evaluate_model(
 def first_episodes_checked(cfg: Config, collector: Collector, seed: int, episodes: int,
                            temperature: float, tokenizer: object) -> tuple[dict, RolloutBatch]:
     """:func:`run_evaluation`, its first episodes collected first: when none of their steps was a valid action the
-    evaluation stops there (:func:`gigpo.train.action_check.check_evaluation_start`). The seeds are those of one
+    evaluation stops there (:func:`gigpo.train.preflight.action_check.check_evaluation_start`). The seeds are those of one
     collection (``eval_seeds`` is a prefix-stable sequence), so the numbers are the same as without the check."""
     from gigpo.rollout.batch import merge_batches
-    from gigpo.train.action_check import EVAL_FIRST_EPISODES, check_evaluation_start
+    from gigpo.train.preflight.action_check import EVAL_FIRST_EPISODES, check_evaluation_start
 
     first = min(EVAL_FIRST_EPISODES, episodes)
     if not cfg.train.stop_without_valid_actions or first >= episodes:
@@ -154,7 +156,7 @@ def format_table(summary: dict, label: str = "agent") -> str:
     data source, then the average over sources) for success/EM and, when reported, F1. When the sources are
     ALFWorld's task types, the columns follow the paper (:data:`TASK_COLUMNS`) and the last is "All", the rate over
     all episodes."""
-    from gigpo.train.heldout import SAME_START
+    from gigpo.train.preflight.heldout import SAME_START
 
     overall = {k: v for k, v in summary.items() if "/" not in k and k != SAME_START_KEY}
     lines = [f"{SAME_START}:", ""] if summary.get(SAME_START_KEY) else []

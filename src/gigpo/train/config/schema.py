@@ -1,11 +1,11 @@
 """The configuration's sections as typed dataclasses: every key, its type, default and description. The
 description is data on the field (``key(default, "description")`` stores it as ``metadata["doc"]``), read by
 ``gigpo train --help`` and by the test that every key has one; allowed values come from the type (a ``Literal``'s
-choices) and, for ranges, from the description. Loading lives in :mod:`gigpo.train.config_load`, checks in
-:mod:`gigpo.train.config_check`.
+choices) and, for ranges, from the description. Loading lives in :mod:`gigpo.train.config.load`, checks in
+:mod:`gigpo.train.config.check`.
 
 Every ``float`` key must be finite and every ``int`` key fit in 64 bits (checked for all keys, see
-:func:`gigpo.train.config_check.validate`); ranges are checked per key.
+:func:`gigpo.train.config.check.validate`); ranges are checked per key.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Literal
 from gigpo.algo.registry import option as key  # a documented field: the same helper as an estimator option
 from gigpo.algo.registry import registered
 from gigpo.train.algorithms import algorithm_names
-from gigpo.train.config_schema_rollout import RolloutConfig, rollout_section
+from gigpo.train.config.schema_rollout import RolloutConfig, rollout_section
 
 
 @dataclass
@@ -232,7 +232,7 @@ class TrainConfig:
         factory=list, doc='trackers that get the config, every metric, the curves, the sample tables and the '
         'health alerts: a list of "tensorboard" (RUN_DIR/tensorboard), "wandb" (offline into RUN_DIR/wandb '
         'unless a W&B key is set; extra [wandb]), "mlflow" (file store RUN_DIR/mlruns unless '
-        'MLFLOW_TRACKING_URI is set; extra [mlflow]); [] = none (gigpo.train.trackers)')
+        'MLFLOW_TRACKING_URI is set; extra [mlflow]); [] = none (gigpo.train.reporting.trackers)')
     sample_groups: int = key(
         4, "task groups per iteration written whole (every trajectory and step, with R_t, A_E, A_S, A and its "
         "step group) to samples/iter_N.jsonl for `gigpo view`; 0 = none (>= 0)")

@@ -31,7 +31,7 @@ def probe_action_spec(name: str, options: dict[str, Any]) -> ActionSpec | None:
     """The :class:`ActionSpec` of env ``name`` built with ``options``, after one reset; None when the env declares
     none and lists no admissible actions, or cannot be built here (its own error comes from the env checks)."""
     from gigpo.envs.registry import make
-    from gigpo.train.env_probe import probe
+    from gigpo.train.preflight.env_probe import probe
 
     def spec_after_reset() -> ActionSpec | None:
         env = make(name, **options)
@@ -69,7 +69,7 @@ def settings_for(spec: ActionSpec) -> dict[str, Any]:
 
 def fitted_settings(cfg: Any, user_keys: set[str]) -> dict[str, Any]:
     """``{key: value}`` of :data:`ENV_KEYS` that ``cfg``'s env's spec sets and that differ from ``cfg``, except
-    ``user_keys``; the caller applies them (:func:`gigpo.train.config_load.fit_to_env`)."""
+    ``user_keys``; the caller applies them (:func:`gigpo.train.config.load.fit_to_env`)."""
     spec = probe_action_spec(cfg.env.name, dict(cfg.env.options))
     if spec is None:
         return {}

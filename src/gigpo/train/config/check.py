@@ -15,14 +15,14 @@ from typing import Any, Literal, get_args, get_origin
 
 from gigpo.algo.grouping import GroupingSpec
 from gigpo.train.algorithms import algorithm_names, check_algorithm, spec_of
-from gigpo.train.config_bounds import check_async_staleness, check_secrets, check_token_caps, known_context
-from gigpo.train.config_coerce import INT_LIMIT, coerce
-from gigpo.train.config_error import ConfigError
-from gigpo.train.config_rollout import check_async_engine, check_rollout_engines
-from gigpo.train.config_schema import Config
-from gigpo.train.health import check_health_config
-from gigpo.train.memory_estimate import check_rollout_memory
-from gigpo.train.trackers import check_loggers
+from gigpo.train.config.bounds import check_async_staleness, check_secrets, check_token_caps, known_context
+from gigpo.train.config.coercion import INT_LIMIT, coerce
+from gigpo.train.config.error import ConfigError
+from gigpo.train.config.rollout import check_async_engine, check_rollout_engines
+from gigpo.train.config.schema import Config
+from gigpo.train.preflight.memory_estimate import check_rollout_memory
+from gigpo.train.reporting.health import check_health_config
+from gigpo.train.reporting.trackers import check_loggers
 
 #: model.device: what :func:`gigpo.models.devices.resolve_device` can mean (availability is checked at load).
 DEVICE_PATTERN = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
@@ -104,7 +104,7 @@ def validate(cfg: Config) -> None:
     _check(r.env_timeout_s > 0, "rollout.env_timeout_s must be > 0")
     if r.async_:  # rollout.async: gigpo.train.async_rollout (before the engines' checks: refused whether or not
         # the refused engine is installed)
-        check_async_staleness(cfg)  # >= 1, and no more than the run can use (gigpo.train.config_bounds)
+        check_async_staleness(cfg)  # >= 1, and no more than the run can use (gigpo.train.config.bounds)
         check_async_engine(cfg)
         _check(int(os.environ.get("WORLD_SIZE", "1")) == 1 and t.rollout_shards <= 1,
                "rollout.async=true runs in one process with one rollout shard (not under torchrun, "
@@ -161,7 +161,7 @@ def validate(cfg: Config) -> None:
     check_algorithm(cfg, _check)
     check_secrets(cfg)  # a masked value used as a key, a key no HTTP header can carry
     check_token_caps(cfg, known_context(cfg))  # a cap above the model's context (before the memory estimate)
-    check_rollout_memory(cfg)  # a rollout shape beyond this machine's memory (gigpo.train.memory_estimate)
+    check_rollout_memory(cfg)  # a rollout shape beyond this machine's memory (gigpo.train.preflight.memory_estimate)
     if cfg.lora.enabled:
         _check(cfg.lora.r >= 1, "lora.r must be >= 1")
         _check(cfg.lora.alpha > 0, "lora.alpha must be > 0")

@@ -2,7 +2,7 @@
 and a resolved :class:`Config` as YAML (``gigpo train --print-config``, a run directory's config.yaml).
 
 Descriptions are data on the schema (``metadata["doc"]`` of each field, set by
-:func:`gigpo.train.config_schema.key`), never scraped from source, so they survive packaging and can be tested."""
+:func:`gigpo.train.config.schema.key`), never scraped from source, so they survive packaging and can be tested."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import yaml
 from gigpo.algo.loss_registry import registered_losses
 from gigpo.rollout.engines import registered_engines
 from gigpo.train.algorithms import algorithm_names, spec_of
-from gigpo.train.config_schema import SECTIONS, Config
-from gigpo.train.trackers import registered_trackers
+from gigpo.train.config.schema import SECTIONS, Config
+from gigpo.train.reporting.trackers import registered_trackers
 
 _WIDTH = 110
 
@@ -93,8 +93,8 @@ def describe() -> str:
 
 def config_yaml(cfg: Config) -> str:
     """``cfg`` as YAML, in the sections' order, secrets masked (``--print-config`` output is pasted and shared;
-    gigpo.train.config_secrets); :func:`gigpo.train.config.config_from_dict` reads it back (a masked key is
+    gigpo.train.config.secrets); :func:`gigpo.train.config.config_from_dict` reads it back (a masked key is
     refused there: set the key again, or use the GIGPO_API_KEY environment variable)."""
-    from gigpo.train.config_secrets import mask_config
+    from gigpo.train.config.secrets import mask_config
 
     return yaml.safe_dump(mask_config(cfg.to_dict()), sort_keys=False, allow_unicode=True)

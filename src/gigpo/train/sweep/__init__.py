@@ -1,4 +1,6 @@
-"""`gigpo sweep`: run a grid of training configs × seeds as subprocesses (resumable), then aggregate over seeds.
+"""gigpo sweep: grids of runs over seeds, their aggregate table and paired comparisons.
+
+`gigpo sweep`: run a grid of training configs × seeds as subprocesses (resumable), then aggregate over seeds.
 
 Layout under ``--out DIR``::
 
@@ -8,7 +10,7 @@ Layout under ``--out DIR``::
     DIR/<name>_curves.png               learning curves, ±1 std bands, one line per cell
     DIR/<name>_final_<param>.png        final metric vs each numeric grid parameter
     DIR/<name>_paired.json              with ``--paired A,B``: the arms, their runs and the paired statistics
-                                        (also printed and appended to <name>.md; :mod:`gigpo.train.sweep_paired`)
+                                        (also printed and appended to <name>.md; :mod:`gigpo.train.sweep.paired`)
 
 ``<hash>`` is taken over the fully resolved config (minus seed, run dir and progress bar), so two sweeps that share
 ``DIR`` with different ``--name`` reuse each other's runs whenever the configs are identical.
@@ -31,9 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gigpo.safefiles import json_lines
-from gigpo.train.config_secrets import mask_override
-from gigpo.train.sweep_aggregate import aggregate, write_outputs
-from gigpo.train.sweep_paired import compare_spec, markdown, paired_json, resolve_paired, write_json
+from gigpo.train.config.secrets import mask_override
+from gigpo.train.sweep.aggregation import aggregate, write_outputs
+from gigpo.train.sweep.paired import compare_spec, markdown, paired_json, resolve_paired, write_json
 
 #: config keys the sweep sets itself (a user override of them would break the layout or the seed axis)
 RESERVED = ("train.seed", "train.run_dir", "train.progress")

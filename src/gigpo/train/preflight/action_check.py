@@ -28,7 +28,7 @@ class NoValidActions(RuntimeError):
 
 def advice(cfg: Any) -> str:
     """Which keys to change so the responses can form the env's moves, from the env's own spec."""
-    from gigpo.train.env_settings import probe_action_spec, settings_for
+    from gigpo.train.config.env_settings import probe_action_spec, settings_for
 
     r = cfg.rollout
     spec = probe_action_spec(cfg.env.name, dict(cfg.env.options))
@@ -52,8 +52,8 @@ def no_move_fits(cfg: Any, tokenizer: Any) -> bool:
     declared examples) fits in ``rollout.max_response_tokens`` of ``tokenizer``'s tokens. False when the env names
     no move (nothing to measure) or decoding is constrained (every sampled move is legal)."""
     from gigpo.envs.registry import make
-    from gigpo.train.env_probe import probe
-    from gigpo.train.env_settings import PROBE_SEED, probe_action_spec
+    from gigpo.train.config.env_settings import PROBE_SEED, probe_action_spec
+    from gigpo.train.preflight.env_probe import probe
 
     if cfg.rollout.decoding == "constrained":
         return False

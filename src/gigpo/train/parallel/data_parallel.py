@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from gigpo.train.distributed import DistContext
+from gigpo.train.parallel.distributed import DistContext
 
 
 def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:

@@ -1,4 +1,4 @@
-"""Cross-field checks of the rollout engine and env-worker keys (called by :func:`gigpo.train.config_check.validate`;
+"""Cross-field checks of the rollout engine and env-worker keys (called by :func:`gigpo.train.config.check.validate`;
 no torch, no network: reachability of ``rollout.openai.urls`` is checked by the preflight)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import os
 from typing import Any
 
 from gigpo.rollout.engines import registered_engines
-from gigpo.train.config_error import ConfigError
+from gigpo.train.config.error import ConfigError
 
 #: ``rollout.<sub-section>`` -> (the choice key, the value(s) whose options it holds): the rule of
-#: :mod:`gigpo.train.config_schema_rollout`, checked by :func:`check_choice_options`. The engines' sections come
+#: :mod:`gigpo.train.config.schema_rollout`, checked by :func:`check_choice_options`. The engines' sections come
 #: from the engine registry (:func:`choice_options`).
 CHOICE_OPTIONS = {"concat": ("mode", "concat"), "ray": ("env_workers", "ray"),
                   "branching": ("branch", ("every", "uncertain"))}

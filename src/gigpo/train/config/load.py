@@ -13,11 +13,11 @@ from typing import Any, get_origin
 import yaml
 
 from gigpo.train.algorithms import algorithm_names, preset_overrides
-from gigpo.train.config_check import validate
-from gigpo.train.config_coerce import coerce, parse_scalar, yaml_problem
-from gigpo.train.config_error import ConfigError
-from gigpo.train.config_schema import SECTIONS, Config
-from gigpo.train.presets import CONFIG_DIR
+from gigpo.train.config.check import validate
+from gigpo.train.config.coercion import coerce, parse_scalar, yaml_problem
+from gigpo.train.config.error import ConfigError
+from gigpo.train.config.presets import CONFIG_DIR
+from gigpo.train.config.schema import SECTIONS, Config
 
 
 def _section_types() -> dict[str, type]:
@@ -84,7 +84,7 @@ RENAMED_KEYS = {
     "algorithm.hgpo_levels": "algorithm.hgpo.levels",
     "algorithm.hgpo_alpha": "algorithm.hgpo.alpha",
     "algorithm.hgpo_episode": "algorithm.hgpo.episode",
-    # the rollout section split by concern (gigpo.train.config_schema_rollout)
+    # the rollout section split by concern (gigpo.train.config.schema_rollout)
     "rollout.max_context_tokens": "rollout.concat.max_tokens",
     "rollout.context_limit_policy": "rollout.concat.limit_policy",
     **{f"rollout.{k}": f"rollout.dapo.{k}" for k in ("dynamic_sampling", "max_rounds", "overlong_buffer",
@@ -217,17 +217,17 @@ def load_config(path: str | None = None, overrides: list[str] | dict | None = No
     apply_overrides(cfg, file_flat)
     apply_overrides(cfg, cli_flat)
     validate(cfg)
-    # an env named without a preset of its own gets the settings its actions need (gigpo.train.env_settings)
+    # an env named without a preset of its own gets the settings its actions need (gigpo.train.config.env_settings)
     if fit_to_env(cfg, apply_overrides(Config(), dict(file_flat)).env.name, set(cli_flat)):
         validate(cfg)
     return cfg
 
 
 def fit_to_env(cfg: Config, config_env: str, user_keys: set[str]) -> list[str]:
-    """The rule of :mod:`gigpo.train.env_settings`: when ``cfg``'s env is not ``config_env`` (the env of the config
+    """The rule of :mod:`gigpo.train.config.env_settings`: when ``cfg``'s env is not ``config_env`` (the env of the config
     file, or of the run it came from), apply the env's settings except ``user_keys``, with one note line; the
     ``key=value`` pairs changed. The caller validates again when any changed."""
-    from gigpo.train.env_settings import EnvSettingsNote, fitted_settings
+    from gigpo.train.config.env_settings import EnvSettingsNote, fitted_settings
 
     if cfg.env.name == config_env:
         return []

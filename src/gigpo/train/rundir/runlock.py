@@ -27,7 +27,7 @@ import threading
 from pathlib import Path
 
 from gigpo.safefiles import read_regular
-from gigpo.train.config_error import ConfigError
+from gigpo.train.config.error import ConfigError
 
 try:
     import fcntl

@@ -8,7 +8,7 @@ engine's options dataclass, built from the engine registry :mod:`gigpo.rollout.e
 options are one new sub-section. DAPO's rollout side (dynamic sampling, overlong shaping) is ``rollout.dapo.*``.
 
 The keys these replaced (``rollout.engine_urls``, ``rollout.max_context_tokens``, ...) still load, each with a
-one-line FutureWarning: :data:`gigpo.train.config_load.RENAMED_KEYS`, docs/configuration.md "Renamed keys".
+one-line FutureWarning: :data:`gigpo.train.config.load.RENAMED_KEYS`, docs/configuration.md "Renamed keys".
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def rollout_section() -> type:
     """The class of ``Config().rollout``: :data:`RolloutConfig`, extended (a subclass) by one sub-section per
     engine with options registered after this module was built — a user's, loaded with ``--import`` — so its
     options are config keys (``rollout.<section>.<key>``), in ``--help``, ``config.yaml`` and its checks like a
-    built-in's (as :func:`gigpo.train.config_schema.algorithm_section` for estimators). A section that would
+    built-in's (as :func:`gigpo.train.config.schema.algorithm_section` for estimators). A section that would
     shadow a key of ``rollout`` is a ValueError naming both."""
     built = {f.name for f in dataclasses.fields(RolloutConfig)}
     engine_sections = built - {f.name for f in dataclasses.fields(RolloutKeys)}

@@ -1,4 +1,6 @@
-"""``rollout.async``: the rollout of the next iterations runs while the learner updates, with bounded lag.
+"""Asynchronous rollout: a worker that collects the next batch while the learner updates, with bounded staleness.
+
+``rollout.async``: the rollout of the next iterations runs while the learner updates, with bounded lag.
 
 **The schedule (fixed lag, reproducible).** With ``s = rollout.max_staleness`` the batch of iteration k is
 sampled by policy version
@@ -64,7 +66,7 @@ import torch
 
 from gigpo.rollout.batch import RolloutBatch, Trajectory
 from gigpo.train import rng_streams
-from gigpo.train.async_batches import ASYNC_FILE, load_batches, save_batches
+from gigpo.train.async_rollout.batches import ASYNC_FILE, load_batches, save_batches
 from gigpo.train.dynamic_sampling import CollectedBatch, collect_shards
 
 log = logging.getLogger(__name__)
@@ -121,9 +123,9 @@ class WeightStore:
 def check_snapshot_memory(model: Any, keep: int) -> None:
     """ConfigError when ``keep`` CPU copies of ``model`` (the weight store of ``rollout.max_staleness`` + 1
     versions) do not fit in this machine's memory: one line before the store is built, not a climb to swap."""
-    from gigpo.train.config_bounds import snapshot_bytes
-    from gigpo.train.config_error import ConfigError
-    from gigpo.train.memory_estimate import human_bytes, memory_limit_bytes
+    from gigpo.train.config.bounds import snapshot_bytes
+    from gigpo.train.config.error import ConfigError
+    from gigpo.train.preflight.memory_estimate import human_bytes, memory_limit_bytes
 
     need, limit = snapshot_bytes(model, keep), memory_limit_bytes()
     if limit is not None and need > limit:

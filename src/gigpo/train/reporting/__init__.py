@@ -1,6 +1,9 @@
-"""What a run tells the outside while it trains, beside metrics.jsonl: the machine-readable samples
-(:mod:`gigpo.train.step_records`), the health alerts (:mod:`gigpo.train.health`) and the trackers
-(:mod:`gigpo.train.trackers`). The trainer calls three methods; rank 0 only."""
+"""What a run tells the outside while it trains: metrics.jsonl and curves, trackers, health alerts, readable and
+machine-readable samples.
+
+What a run tells the outside while it trains, beside metrics.jsonl: the machine-readable samples
+(:mod:`gigpo.train.reporting.step_records`), the health alerts (:mod:`gigpo.train.reporting.health`) and the trackers
+(:mod:`gigpo.train.reporting.trackers`). The trainer calls three methods; rank 0 only."""
 
 from __future__ import annotations
 
@@ -10,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from gigpo.train.health import HealthMonitor, HealthThresholds
-from gigpo.train.metrics import read_metrics
-from gigpo.train.step_records import read_step_records, write_step_records
-from gigpo.train.trackers import Trackers
+from gigpo.train.reporting.health import HealthMonitor, HealthThresholds
+from gigpo.train.reporting.metrics import read_metrics
+from gigpo.train.reporting.step_records import read_step_records, write_step_records
+from gigpo.train.reporting.trackers import Trackers
 
 log = logging.getLogger("gigpo.health")
 

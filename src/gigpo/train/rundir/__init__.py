@@ -1,4 +1,7 @@
-"""Run directories: a fresh run never writes into another run's directory, and a resume continues exactly the run
+"""What a run leaves on disk and finds again: the run directory, its lock, atomic verified checkpoints and provenance
+(environment.json).
+
+Run directories: a fresh run never writes into another run's directory, and a resume continues exactly the run
 it names (same config unless told otherwise, from its newest intact checkpoint, or a clear refusal).
 
 Everything here runs before any model loads, so a refusal costs nothing and leaves the directory as it was.
@@ -19,7 +22,9 @@ from typing import Any
 import yaml
 
 from gigpo.safefiles import read_regular, replace_text
-from gigpo.train.checkpoint import (
+from gigpo.train.config import Config, ConfigError, apply_overrides, config_from_dict, validate
+from gigpo.train.config.secrets import has_secret, is_secret_key, mask_flat
+from gigpo.train.rundir.checkpoint import (
     NoCheckpointError,
     load_optimizer_state,
     load_rng_state,
@@ -27,10 +32,8 @@ from gigpo.train.checkpoint import (
     newest_intact_checkpoint,
     remove_stale_tmp,
 )
-from gigpo.train.config import Config, ConfigError, apply_overrides, config_from_dict, validate
-from gigpo.train.config_secrets import has_secret, is_secret_key, mask_flat
-from gigpo.train.provenance import ENVIRONMENT_FILE, record_start
-from gigpo.train.runlock import LOCK_FILE, RunDirLocked, lock_run_dir  # noqa: F401 - RunDirLocked: re-exported
+from gigpo.train.rundir.provenance import ENVIRONMENT_FILE, record_start
+from gigpo.train.rundir.runlock import LOCK_FILE, RunDirLocked, lock_run_dir  # noqa: F401 - RunDirLocked: re-exported
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +172,7 @@ def _create_run_dir(cfg: Config, run_dir: str | Path | None = None) -> Path:
 
     An explicit one is checked again and, with ``train.overwrite``, cleared of a previous run's files. A default
     name is created with ``mkdir(exist_ok=False)``: two runs started in the same second get ``-2``, ``-3``, ...
-    instead of sharing one directory. Either way the directory's lock (:mod:`gigpo.train.runlock`) is taken
+    instead of sharing one directory. Either way the directory's lock (:mod:`gigpo.train.rundir.runlock`) is taken
     for this process before anything is written, and the explicit one is checked once more under it: of two runs
     started at the same instant into one directory, the second stops with :class:`RunDirLocked` (exit 2)."""
     explicit = run_dir or cfg.train.run_dir
@@ -203,7 +206,7 @@ def _create_run_dir(cfg: Config, run_dir: str | Path | None = None) -> Path:
 
 def write_run_records(run_dir: Path, cfg: Config, start_iteration: int, device: str) -> None:
     """At each start of a run (fresh or resumed): its resolved config.yaml, and the environment record of
-    :mod:`gigpo.train.provenance` (what decides its numerics)."""
+    :mod:`gigpo.train.rundir.provenance` (what decides its numerics)."""
     saved = cfg.to_dict()
     # overwrite cleared the directory once; a copy of this file used as --config must not clear it again
     saved["train"]["overwrite"] = False
