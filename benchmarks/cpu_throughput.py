@@ -136,9 +136,9 @@ def raw_rates(B: int, P: int, T: int, repeat: int, peak: float) -> dict:
 
 def trainer_phases(preset: str, overrides: list[str], iterations: int, threads: int, shared: bool = True) -> dict:
     from gigpo.rollout import sampling
-    from gigpo.train import logprobs
     from gigpo.train.config import load_config
     from gigpo.train.trainer import Trainer
+    from gigpo.train.update import logprobs
 
     sampling.SHARE_PREFILL = logprobs.DEDUPE_ROWS = shared
 

@@ -41,7 +41,7 @@ import torch
 def shared_prefix_check(tr, batch) -> tuple[float, dict]:
     """optim.shared_prefix on the device: the last batch's log-probs over shared prefixes against the flat pass
     (max |Δ| over response tokens, no grad), and the tokens each forwarded."""
-    from gigpo.train.logprobs import policy_forward
+    from gigpo.train.update.logprobs import policy_forward
 
     if batch is None:
         return float("nan"), {}

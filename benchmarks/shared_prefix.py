@@ -125,7 +125,7 @@ def grouping_cost(repeat: int = 20) -> dict:
 
     from gigpo.models.tiny import build_tiny
     from gigpo.rollout.prefix_sharing import plan_prefix_groups
-    from gigpo.train.logprobs import policy_forward
+    from gigpo.train.update.logprobs import policy_forward
 
     model, tok = build_tiny(None, 0)
     rng = np.random.default_rng(0)

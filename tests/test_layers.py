@@ -23,6 +23,19 @@ RANK = {
     "cli": 6,
     "__main__": 7,
 }
+#: The rooms of ``train/`` from the bottom up (docs/design.md, issue 40): a room may import rooms of its own floor or
+#: lower. Floor 0 is the run's contract and the math it reads — config with the checks it runs before any model
+#: loads (preflight), the reporting it validates (the tracker registry, the health keys) and the update's passes,
+#: which the step records recompute; those four lean on each other, everything above them points down.
+TRAIN_FLOOR = {
+    "config": 0, "preflight": 0, "reporting": 0, "update": 0,
+    "parallel": 1, "rundir": 1, "sweep": 1, "collect": 1,
+    "async_rollout": 2,
+    "compose": 3,
+    "evaluate": 4,
+    "trainer": 5,
+    "__init__": 0,
+}
 #: Cycles another change is removing right now, each with who removes it; a cycle not listed here fails the test.
 #: (Delete an entry once its cycle is gone.)
 KNOWN_CYCLES = {
@@ -122,6 +135,27 @@ def test_no_upward_arrows():
     assert not bad, "imports that point up or sideways:\n" + "\n".join(sorted(bad))
 
 
+def train_room(f: Path) -> str:
+    return f.relative_to(PKG / "train").parts[0].removesuffix(".py")
+
+
+def test_train_rooms_point_down():
+    """Inside train/: the loop (trainer) on top, the composition root below it, the parts below that."""
+    bad = []
+    for f, targets in import_edges().items():
+        if room(f) != "train":
+            continue
+        for t in targets:
+            if room(t) != "train":
+                continue
+            a, b = train_room(f), train_room(t)
+            assert a in TRAIN_FLOOR and b in TRAIN_FLOOR, f"train room of {f} or {t} has no floor: add it"
+            if TRAIN_FLOOR[b] > TRAIN_FLOOR[a]:
+                bad.append(f"{f.relative_to(PKG)} ({a}) -> {t.relative_to(PKG)} ({b})")
+    assert not bad, "train/ imports that point up:\n" + "\n".join(sorted(bad))
+    assert len(list((PKG / "train").glob("*.py"))) <= 4, "train/ keeps only the loop and its root at the top"
+
+
 def test_no_import_cycles():
     found = [frozenset(str(f.relative_to(PKG)) for f in c) for c in cycles(import_edges())]
     new = [sorted(c) for c in found if c not in KNOWN_CYCLES]
@@ -131,7 +165,7 @@ def test_no_import_cycles():
 def test_the_walk_sees_function_level_imports_and_cycles():
     """The walker itself: a function-level import is an edge, and a two-file circle is found."""
     edges = import_edges()
-    assert PKG / "train" / "scripted.py" in edges[PKG / "cli.py"]  # cli imports it inside a function
+    assert PKG / "train" / "evaluate" / "scripted.py" in edges[PKG / "cli.py"]  # cli imports it inside a function
     a, b = Path("a.py"), Path("b.py")
     assert [sorted(map(str, c)) for c in cycles({a: {b}, b: {a}})] == [["a.py", "b.py"]]
     assert cycles({a: {b}, b: set()}) == []

@@ -103,7 +103,9 @@ def _train_run(args: argparse.Namespace) -> int:
     from gigpo.agent.constrained import ActionEncodingError
     from gigpo.envs.restore import ReplayDivergence
     from gigpo.rollout.engines import EngineError
-    from gigpo.train.dynamic_sampling import RunFailed  # loaded with the trainer already: no import cost
+    from gigpo.train.collect.dynamic_sampling import (
+        RunFailed,  # loaded with the trainer already: no import cost
+    )
     from gigpo.train.preflight.action_check import NoValidActions
 
     try:

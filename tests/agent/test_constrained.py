@@ -16,7 +16,7 @@ from gigpo.agent.constrained import (
 )
 from gigpo.rollout.engines.hf import HFEngine
 from gigpo.rollout.sampling import top_p_logprobs
-from gigpo.train.logprobs import policy_forward
+from gigpo.train.update.logprobs import policy_forward
 
 ACTIONS = ["go to shelf 1", "go to shelf 10", "take apple from shelf 1", "open the drawer"]
 

@@ -16,7 +16,7 @@ from gigpo.agent.constrained import (
     slot_vocabulary,
 )
 from gigpo.rollout.engines.hf import HFEngine
-from gigpo.train.logprobs import policy_forward
+from gigpo.train.update.logprobs import policy_forward
 
 SEARCH = "search[<your query>]"
 PAGE = [SEARCH, "click[buy now]", "click[< prev]"]

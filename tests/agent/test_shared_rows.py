@@ -8,8 +8,8 @@ from tokenizers_for_tests import TOKENIZERS, _restore_torch_rng, small_model  # 
 
 from gigpo.agent.constrained import ConstraintCache
 from gigpo.rollout.engines.hf import HFEngine
-from gigpo.train.logprobs import policy_forward, unique_rows
-from gigpo.train.value import ValueHead
+from gigpo.train.update.logprobs import policy_forward, unique_rows
+from gigpo.train.update.value import ValueHead
 
 WORDS = ["up", "down", "left", "right"]
 PHRASES = ["go to shelf 1", "go to shelf 10", "take apple from shelf 1", "open the drawer"]  # multi-token: uses the KV cache

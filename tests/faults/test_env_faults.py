@@ -210,8 +210,8 @@ def test_contract_checks_accept_numpy_and_refuse_lookalikes():
 
 
 def test_dynamic_sampling_keeps_only_surviving_informative_groups():
+    from gigpo.train.collect.dynamic_sampling import collect_shards, round_seeds
     from gigpo.train.config import Config
-    from gigpo.train.dynamic_sampling import collect_shards, round_seeds
 
     cfg = Config()
     cfg.env.name = "fault-step-raises"
@@ -230,8 +230,8 @@ def test_dynamic_sampling_keeps_only_surviving_informative_groups():
 
 def test_all_failed_iterations_stop_the_trainer_and_the_cli_exits_1(tmp_path, capsys):
     from gigpo.cli import main as cli_main
+    from gigpo.train.collect.dynamic_sampling import RunFailed
     from gigpo.train.config import load_config
-    from gigpo.train.dynamic_sampling import RunFailed
     from gigpo.train.reporting.metrics import read_metrics
     from gigpo.train.trainer import Trainer
 
@@ -251,8 +251,8 @@ def test_all_failed_iterations_stop_the_trainer_and_the_cli_exits_1(tmp_path, ca
 
 
 def test_a_short_run_that_never_trains_fails_too(tmp_path):
+    from gigpo.train.collect.dynamic_sampling import RunFailed, collect_shards
     from gigpo.train.config import Config
-    from gigpo.train.dynamic_sampling import RunFailed, collect_shards
 
     cfg = Config()
     cfg.rollout.groups, cfg.rollout.group_size = 1, 2

@@ -20,10 +20,10 @@ from gigpo.models import load_model
 from gigpo.rollout import Collector, HFEngine
 from gigpo.rollout.batch import merge_batches
 from gigpo.rollout.branching import BranchSpec, budget_problem, plan, restore_by_replay
-from gigpo.train.algorithms import resolve_estimator
 from gigpo.train.config import load_config
-from gigpo.train.estimate import step_batch
-from gigpo.train.grouping import grouping_spec
+from gigpo.train.config.algorithms import resolve_estimator
+from gigpo.train.update.estimate import step_batch
+from gigpo.train.update.grouping import grouping_spec
 
 # 8 rooms, 6 steps: no episode can be won, so every trajectory runs to the cap and the step counts are exact
 LOCK = {"rooms": 8, "max_steps": 6, "lock_seed": 0}

@@ -14,7 +14,7 @@ from gigpo.rollout import Collector, HFEngine
 from gigpo.rollout.concat import to_concat_batch
 from gigpo.train.compose import preflight
 from gigpo.train.config import ConfigError, load_config
-from gigpo.train.logprobs import policy_forward
+from gigpo.train.update.logprobs import policy_forward
 
 
 @pytest.fixture(autouse=True)

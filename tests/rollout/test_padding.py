@@ -5,7 +5,7 @@ import random
 import torch
 
 from gigpo.rollout.padding import left_pad
-from gigpo.train.logprobs import pack_right_aligned
+from gigpo.train.update.logprobs import pack_right_aligned
 
 
 def test_left_pad_equals_a_plain_loop():

@@ -15,7 +15,7 @@ from gigpo.models import load_model
 from gigpo.rollout import HFEngine
 from gigpo.rollout.engines.openai import CompletionsEngine, StaleWeightsError
 from gigpo.serve.server import make_server
-from gigpo.train.weight_sync import save_weights
+from gigpo.train.collect.weight_sync import save_weights
 
 PROMPTS = [[5, 17, 42, 7], [99, 3], [12, 13, 14, 15, 16, 8]]
 

@@ -18,7 +18,7 @@ from gigpo.models import load_model
 from gigpo.rollout import HFEngine
 from gigpo.serve.batcher import Job
 from gigpo.serve.server import Limits, make_server
-from gigpo.train.logprobs import policy_forward
+from gigpo.train.update.logprobs import policy_forward
 
 #: the tiny tokenizer spells these in 1-5 tokens; "move" is a prefix of "move up" (EOS or " up" may follow it)
 CHOICES = ["go north", "take key", "move", "move up", "left"]
@@ -99,7 +99,7 @@ def test_greedy_reply_is_the_engines_constrained_greedy_choice(served):
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_sampled_logprobs_are_the_learners_masked_logprobs(served, temperature):
-    """log π = log_softmax over the allowed set of logits / T, as gigpo.train.logprobs recomputes it."""
+    """log π = log_softmax over the allowed set of logits / T, as gigpo.train.update.logprobs recomputes it."""
     srv, bundle = served
     status, body = post(srv, "/completions", {"prompt": PROMPTS, "guided_choice": CHOICES, "n": 3,
                                               "temperature": temperature, "return_token_ids": True, "logprobs": 0})

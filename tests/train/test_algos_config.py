@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from gigpo.train.algorithms import SPECS
 from gigpo.train.config import ALGORITHMS, ConfigError, load_config
+from gigpo.train.config.algorithms import SPECS
 
 
 def test_every_algorithm_has_a_spec_and_loads():
@@ -81,7 +81,7 @@ def test_bad_combinations(overrides, fragment):
 
 def test_concat_context_beyond_the_model_is_an_error():
     from gigpo.models import load_model
-    from gigpo.train.algorithms import context_limit
+    from gigpo.train.config.algorithms import context_limit
 
     model = load_model("tiny").model
     cfg = load_config(None, ["algorithm=grpo", "rollout.mode=concat"])
@@ -112,10 +112,10 @@ def test_adding_an_algorithm_is_one_entry(monkeypatch):
     from gigpo.algo import registry
     from gigpo.algo.registry import Estimate, register_estimator
     from gigpo.rollout.batch import RolloutBatch
-    from gigpo.train.algorithms import AlgoSpec
     from gigpo.train.config import describe
-    from gigpo.train.estimate import row_advantages
-    from gigpo.train.grouping import grouping_spec
+    from gigpo.train.config.algorithms import AlgoSpec
+    from gigpo.train.update.estimate import row_advantages
+    from gigpo.train.update.grouping import grouping_spec
 
     calls = []
     monkeypatch.setattr(registry, "_ESTIMATORS", dict(registry._ESTIMATORS))
@@ -138,13 +138,13 @@ def test_adding_an_algorithm_is_one_entry(monkeypatch):
 
 def test_a_missing_preset_file_is_an_error_not_silence(monkeypatch, tmp_path):
     """A packaging mistake must not silently run dapo without clip-higher."""
-    monkeypatch.setattr("gigpo.train.algorithms.ALGO_PRESET_DIR", tmp_path)
+    monkeypatch.setattr("gigpo.train.config.algorithms.ALGO_PRESET_DIR", tmp_path)
     with pytest.raises(FileNotFoundError, match="preset .*dapo.yaml is missing"):
         load_config(None, ["algorithm=dapo"])
     assert load_config(None, ["algorithm=grpo"]).algorithm.name == "grpo"  # no preset: nothing to miss
 
 
-@pytest.mark.parametrize("module", ["gigpo.train.algorithms", "gigpo.train.config"])
+@pytest.mark.parametrize("module", ["gigpo.train.config.algorithms", "gigpo.train.config"])
 def test_config_layers_import_no_torch_and_no_cycle(module):
     import subprocess
     import sys
@@ -153,8 +153,8 @@ def test_config_layers_import_no_torch_and_no_cycle(module):
     # the other way round; neither pulls in torch, model code, the estimator or the trainer
     code = (f"import sys, {module}; "
             "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith(('gigpo.models', "
-            "'gigpo.train.estimate', 'gigpo.train.trainer')) or (m.startswith('gigpo.train.config') and "
-            f"m != 'gigpo.train.config.error' and '{module}' == 'gigpo.train.algorithms')))")
+            "'gigpo.train.update.estimate', 'gigpo.train.trainer')) or (m.startswith('gigpo.train.config') and "
+            f"m != 'gigpo.train.config.error' and '{module}' == 'gigpo.train.config.algorithms')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 from gigpo.rollout.batch import RolloutBatch, Trajectory
-from gigpo.train.compose import train_seeds
-from gigpo.train.dynamic_sampling import (
+from gigpo.train.collect.dynamic_sampling import (
     dynamic_sample,
     informative_groups,
     merge_batches,
@@ -14,6 +13,7 @@ from gigpo.train.dynamic_sampling import (
     select_groups,
     shape_overlong,
 )
+from gigpo.train.compose import train_seeds
 
 
 def make_batch(returns_per_group: list[list[float]], steps: int = 2, resp_len: int = 3) -> RolloutBatch:

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from gigpo.train.config import load_config
-from gigpo.train.logprobs import policy_forward
-from gigpo.train.value import VALUE_HEAD_FILE, ValueHead
+from gigpo.train.update.logprobs import policy_forward
+from gigpo.train.update.value import VALUE_HEAD_FILE, ValueHead
 
 SMALL = ["rollout.groups=2", "rollout.group_size=2", "env.max_steps=3", "train.eval_every=0",
          "train.eval_episodes=0", "train.progress=false", "train.sample_trajectories=0", "optim.ppo_epochs=1",
@@ -60,7 +60,7 @@ def test_resume_without_value_head_file_is_an_error(tmp_path):
 
 
 def test_trainer_masks_env_tokens_in_concat_rows(tmp_path):
-    from gigpo.train.dynamic_sampling import collect_shards
+    from gigpo.train.collect.dynamic_sampling import collect_shards
     from gigpo.train.trainer import Trainer
 
     cfg = load_config(None, ["algorithm=grpo", "rollout.mode=concat", "train.iterations=1", *SMALL])

@@ -7,8 +7,8 @@ import tests.train.elevator_env  # noqa: F401 - registers "elevator-test"
 
 from gigpo.rollout.batch import RolloutBatch
 from gigpo.train.config import load_config
-from gigpo.train.estimate import row_advantages
-from gigpo.train.grouping import anchors_for, grouping_spec, state_key_fraction
+from gigpo.train.update.estimate import row_advantages
+from gigpo.train.update.grouping import anchors_for, grouping_spec, state_key_fraction
 
 
 def _batch(state_keys: list, observations: list[str], returns: list[float]) -> RolloutBatch:

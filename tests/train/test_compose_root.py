@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from gigpo.train import compose
+from gigpo.train.collect.dynamic_sampling import CollectedBatch, shard_metrics
 from gigpo.train.config import load_config
-from gigpo.train.dynamic_sampling import CollectedBatch, shard_metrics
-from gigpo.train.estimate import Advantages
-from gigpo.train.passes import PassResults
 from gigpo.train.trainer import Trainer
+from gigpo.train.update.estimate import Advantages
+from gigpo.train.update.passes import PassResults
 
 SMALL = ["model.tiny={english_words: false, hidden_size: 32, intermediate_size: 64}", "env.size=3", "env.max_steps=4",
          "rollout.groups=2", "rollout.group_size=3", "optim.micro_batch_size=8", "optim.mini_batches=2",
@@ -60,8 +60,8 @@ def test_the_trainer_receives_every_part_and_builds_none(tmp_path, monkeypatch, 
 
 def test_row_advantages_is_typed_and_unpacks(tmp_path):
     from gigpo.rollout.batch import RolloutBatch
-    from gigpo.train.estimate import row_advantages
-    from gigpo.train.grouping import grouping_spec
+    from gigpo.train.update.estimate import row_advantages
+    from gigpo.train.update.grouping import grouping_spec
 
     cfg = load_config(None, [*SMALL, f"train.run_dir={tmp_path}"])
     out = row_advantages(cfg, RolloutBatch(), grouping_spec(cfg))
@@ -73,7 +73,7 @@ def test_row_advantages_is_typed_and_unpacks(tmp_path):
 def test_grouping_spec_is_built_from_the_config_once_checked():
     from gigpo.algo import GroupingSpec
     from gigpo.train.config import ConfigError
-    from gigpo.train.grouping import grouping_spec
+    from gigpo.train.update.grouping import grouping_spec
 
     assert grouping_spec(load_config(None, ["grouping.metric=exact"])) is None
     assert grouping_spec(load_config(None, ["grouping.metric=observation"])) is None

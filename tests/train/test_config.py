@@ -105,7 +105,7 @@ def test_field_comments_join_every_line():
 
 
 def test_describe_lists_the_algorithm_table():
-    from gigpo.train.algorithms import SPECS
+    from gigpo.train.config.algorithms import SPECS
 
     text = describe()
     for name, spec in SPECS.items():

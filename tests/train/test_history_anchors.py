@@ -11,8 +11,8 @@ from gigpo.algo.grouping import history_anchors
 from gigpo.rollout.batch import RolloutBatch
 from gigpo.train.config import load_config
 from gigpo.train.config.error import ConfigError
-from gigpo.train.estimate import row_advantages
-from gigpo.train.grouping import anchors_for, grouping_spec
+from gigpo.train.update.estimate import row_advantages
+from gigpo.train.update.grouping import anchors_for, grouping_spec
 
 # Two trajectories of one group visit "s" at step 2, one from "a", one from "b"; both start at "x".
 TRAJ = [0, 0, 0, 1, 1, 1]

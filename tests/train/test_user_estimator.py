@@ -185,8 +185,8 @@ def test_imported_critic_and_kl_estimators_get_values_and_a_reference(tmp_path, 
 
 
 def test_a_same_named_function_elsewhere_cannot_replace_an_estimator_and_modes_are_not_algorithms(monkeypatch):
-    from gigpo.train.algorithms import algorithm_names, spec_of
     from gigpo.train.config import ConfigError, load_config
+    from gigpo.train.config.algorithms import algorithm_names, spec_of
 
     monkeypatch.setattr(registry, "_ESTIMATORS", dict(registry._ESTIMATORS))
     builtin = registry.get_estimator("gigpo").fn

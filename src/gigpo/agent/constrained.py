@@ -27,7 +27,7 @@ recorded like any other (``None`` stays "free": a slot is a constrained position
 ``think-action``: tokens are free until the decoded response contains ``<action>``; then the trie applies; after a
 complete action the ``</action>`` tag's tokens are forced one by one and generation stops.
 
-Distribution contract (sampler and learner alike; :mod:`gigpo.rollout.sampling`, :mod:`gigpo.train.logprobs`):
+Distribution contract (sampler and learner alike; :mod:`gigpo.rollout.sampling`, :mod:`gigpo.train.update.logprobs`):
 at a constrained position with allowed set A,
 
     log π(y | ·) = log_softmax_{v ∈ A}(z_v / T)          (z: the model's logits, T: temperature; −inf outside A)

@@ -1,4 +1,4 @@
-"""The policy-loss registry: an algorithm names its loss (``gigpo.train.algorithms.AlgoSpec.loss``, or the
+"""The policy-loss registry: an algorithm names its loss (``gigpo.train.config.algorithms.AlgoSpec.loss``, or the
 config key ``algorithm.loss``) by a registered name, as it names its estimator.
 
 A loss is a function with :func:`gigpo.algo.losses.policy_loss`'s signature::

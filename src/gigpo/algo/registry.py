@@ -8,7 +8,7 @@ An estimator ``fn(batch, common, options) -> Estimate`` maps the rows of a batch
 
 The built-in estimators live in :mod:`gigpo.algo.estimators` (each module of that package registers its own);
 a user's module does the same with :func:`register_estimator` and is loaded with ``--import MODULE``, after
-which ``algorithm=NAME`` trains with it. The train layer (``gigpo.train.algorithms``), validation, ``--help`` and
+which ``algorithm=NAME`` trains with it. The train layer (``gigpo.train.config.algorithms``), validation, ``--help`` and
 the trainer read this registry; nothing here knows of configs, models or envs.
 
 ω (the step term's weight) is checked and applied in one place, :func:`apply_step_weight`.

@@ -103,7 +103,7 @@ class Collector:
             prompt_builder.tokenizer, list(getattr(engine, "eos_ids", None) or []), prompt_builder.fmt,
             env_name or getattr(make_env, "name", None) or "env", slots=True,
             budget=max_response_tokens) if decoding == "constrained" else None
-        #: kept by gigpo.train.dynamic_sampling.check_failed_iterations: the run's stop rule for all-failed iterations
+        #: kept by gigpo.train.collect.dynamic_sampling.check_failed_iterations: the run's stop rule for all-failed iterations
         self.failed_streak = 0
         self.iterations_collected = 0
         self.set_mode(mode, max_context_tokens, context_limit_policy)

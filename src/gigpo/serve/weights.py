@@ -1,4 +1,4 @@
-"""Live weight updates of `gigpo serve`: what a learner calls after each update (gigpo.train.weight_sync).
+"""Live weight updates of `gigpo serve`: what a learner calls after each update (gigpo.train.collect.weight_sync).
 
 ``POST /v1/reload_weights`` ``{"path": FILE_OR_DIR, "version": INT}``
     Full weights: a safetensors file written by the learner (or a directory holding ``model.safetensors``) is

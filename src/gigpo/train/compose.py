@@ -4,7 +4,7 @@ passes, trackers, async rollout, grouping spec) into a :class:`RunParts` that th
 builders it uses (:func:`build_model`, :func:`build_engine`, :func:`build_collector`, ...) are also those of
 ``gigpo eval``, scripted agents and serve's API evaluation, so every path collects the same way. Also here: the
 env factory, :func:`preflight` (what is checked before any model loads), and the task seeds (re-exported from
-:mod:`gigpo.train.rng_streams`)."""
+:mod:`gigpo.train.config.rng_streams`)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ from gigpo.rollout import Collector
 from gigpo.rollout.branching import BranchSpec
 from gigpo.train.config import Config, ConfigError, env_option_error
 from gigpo.train.config.bounds import check_token_caps, context_from_dir
+from gigpo.train.config.rng_streams import EVAL_SEED_BASE, eval_seeds, train_seeds  # noqa: F401 - re-exported
 from gigpo.train.preflight import heldout
-from gigpo.train.rng_streams import EVAL_SEED_BASE, eval_seeds, train_seeds  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ def preflight(cfg: Config, model_name: str | None = None) -> bool:
     answer: whether held-out episodes start as the training ones do."""
     fixed = probe_env(cfg)
     check_model_options(cfg, model_name)
-    from gigpo.train.remote import preflight_engine
+    from gigpo.train.collect.remote import preflight_engine
 
     preflight_engine(cfg)  # an unreachable server: one error now, not a failure at the first rollout
     return fixed
@@ -184,7 +184,7 @@ def build_collector(cfg: Config, engine: Any, tokenizer: Any, split: str | None 
         else None, decoding=r.decoding, branch=branch_spec(cfg) if branch else None,
     )
     if r.mode == "concat":  # one growing sequence per trajectory (RAGEN-style), in training and evaluation alike
-        from gigpo.train.algorithms import context_limit
+        from gigpo.train.config.algorithms import context_limit
 
         collector.set_mode("concat", context_limit(cfg, engine.model), r.concat.limit_policy)
     return collector
@@ -243,7 +243,7 @@ def build_reference(cfg: Config, model: Any, device: Any, checkpoint: Path | Non
     """The frozen reference policy, when the algorithm needs one (KL): a copy of ``model`` taken before FSDP
     shards it, or the checkpoint's ``reference/``. None with LoRA (the base model, adapters disabled, is the
     reference) or without a KL term."""
-    from gigpo.train.algorithms import needs_reference
+    from gigpo.train.config.algorithms import needs_reference
 
     if not needs_reference(cfg) or cfg.lora.enabled:
         return None
@@ -256,9 +256,9 @@ def build_reference(cfg: Config, model: Any, device: Any, checkpoint: Path | Non
 
 
 def build_value_head(cfg: Config, model: Any, device: Any) -> Any:
-    """The critic's :class:`gigpo.train.value.ValueHead` when the algorithm has one (zero-initialised), else None."""
-    from gigpo.train.algorithms import spec_of
-    from gigpo.train.value import ValueHead, hidden_size_of
+    """The critic's :class:`gigpo.train.update.value.ValueHead` when the algorithm has one (zero-initialised), else None."""
+    from gigpo.train.config.algorithms import spec_of
+    from gigpo.train.update.value import ValueHead, hidden_size_of
 
     return ValueHead(hidden_size_of(model)).to(device) if spec_of(cfg.algorithm.name).critic else None
 
@@ -320,18 +320,18 @@ def build_run(cfg: Config, run_dir: str | Path | None = None, resume: Any = None
 
     from gigpo.algo import similarity
     from gigpo.models import resolve_model_source
-    from gigpo.train.algorithms import needs_reference, spec_of
-    from gigpo.train.grouping import grouping_spec
+    from gigpo.train.collect.remote import start_engine
+    from gigpo.train.config.algorithms import needs_reference, spec_of
     from gigpo.train.parallel import distributed
     from gigpo.train.parallel.data_parallel import DataParallel
-    from gigpo.train.passes import PolicyPasses
     from gigpo.train.preflight.memory_estimate import warn_peak_memory
-    from gigpo.train.remote import start_engine
     from gigpo.train.reporting import RunReporting
     from gigpo.train.reporting.metrics import MetricsLog
     from gigpo.train.rundir import check_fresh_run_dir, create_run_dir, write_run_records
     from gigpo.train.rundir.checkpoint import restore_rng, set_aside
-    from gigpo.train.value import VALUE_HEAD_FILE, load_value_head
+    from gigpo.train.update.grouping import grouping_spec
+    from gigpo.train.update.passes import PolicyPasses
+    from gigpo.train.update.value import VALUE_HEAD_FILE, load_value_head
 
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)

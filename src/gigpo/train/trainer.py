@@ -18,24 +18,23 @@ import numpy as np
 import torch
 
 from gigpo.rollout import RolloutBatch
-from gigpo.train import rng_streams
-from gigpo.train.algorithms import loss_of
+from gigpo.train.collect.dynamic_sampling import CollectedBatch, collect_shards
+from gigpo.train.collect.remote import after_update
 from gigpo.train.compose import RunParts, build_run
-from gigpo.train.config import Config
-from gigpo.train.dynamic_sampling import CollectedBatch, collect_shards
-from gigpo.train.estimate import Advantages, row_advantages
+from gigpo.train.config import Config, rng_streams
+from gigpo.train.config.algorithms import loss_of
 from gigpo.train.evaluate import evaluation_summary, run_evaluation
-from gigpo.train.loss_terms import policy_terms, value_terms
 from gigpo.train.parallel import distributed
-from gigpo.train.passes import PassResults, trainable_rows
 from gigpo.train.preflight.action_check import check_training_start
-from gigpo.train.remote import after_update
 from gigpo.train.reporting.metrics import plot_curves
 from gigpo.train.reporting.samples import write_samples
 from gigpo.train.rundir import ResumePlan, plan_resume
 from gigpo.train.rundir.checkpoint import checkpoint_dir, list_checkpoints, save_checkpoint
-from gigpo.train.schedule import lr_at
-from gigpo.train.value import VALUE_HEAD_FILE, save_value_head
+from gigpo.train.update.estimate import Advantages, row_advantages
+from gigpo.train.update.loss_terms import policy_terms, value_terms
+from gigpo.train.update.passes import PassResults, trainable_rows
+from gigpo.train.update.schedule import lr_at
+from gigpo.train.update.value import VALUE_HEAD_FILE, save_value_head
 
 log = logging.getLogger(__name__)
 __all__ = ["Trainer"]

@@ -163,7 +163,7 @@ class CompletionsEngine:
         self.learner_version = 0
         self.server_versions = [0] * len(self.urls)
         #: rollout.async: the one weights version every response must report (None: versions are only held to
-        #: max_staleness). Whoever pins the engine owns its pushes (gigpo.train.remote.after_update skips its own)
+        #: max_staleness). Whoever pins the engine owns its pushes (gigpo.train.collect.remote.after_update skips its own)
         self.pinned_version: int | None = None
         self.request_model = [model] * len(self.urls)  #: per server: the base model, or the current LoRA adapter
         self.counters = EngineStats()

@@ -31,7 +31,7 @@ as a synchronous run seeds its own, collects, and queues the batch. Generation n
 is changing.
 
 **Servers** (``rollout.engine=openai``, "pinned"). The engine is *pinned* (``pinned_version``): the trainer's per-update
-push is skipped (:func:`gigpo.train.remote.after_update`); the thread's pushes, between batches, are the only
+push is skipped (:func:`gigpo.train.collect.remote.after_update`); the thread's pushes, between batches, are the only
 ones and are required (a server left on another version cannot serve the batch); a response reporting another
 version is a :class:`~gigpo.rollout.engines.RemoteEngineError`, as is a server gone after its retries (the
 run stops, last checkpoint intact, as a synchronous run does). An evaluation takes the engine lock too and
@@ -65,9 +65,9 @@ import numpy as np
 import torch
 
 from gigpo.rollout.batch import RolloutBatch, Trajectory
-from gigpo.train import rng_streams
 from gigpo.train.async_rollout.batches import ASYNC_FILE, load_batches, save_batches
-from gigpo.train.dynamic_sampling import CollectedBatch, collect_shards
+from gigpo.train.collect.dynamic_sampling import CollectedBatch, collect_shards
+from gigpo.train.config import rng_streams
 
 log = logging.getLogger(__name__)
 
@@ -328,17 +328,3 @@ __all__ = ["ASYNC_FILE", "AsyncRollout", "LatestVersionCollector", "WeightStore"
            "save_batches"]
 
 
-def correction_weight(optim: Any, batch: RolloutBatch, rows: list[int], learner_lp: torch.Tensor,
-                      mask: torch.Tensor) -> tuple[torch.Tensor | None, dict[str, float]]:
-    """``optim.offpolicy_correction``'s token weight for ``rows`` (None for "none") and its ``offpolicy/*``
-    stats: :func:`gigpo.algo.losses.offpolicy_weight` of the learner's pre-update log-probs ``learner_lp``
-    (B, L, right-aligned) over the sampler's recorded ones."""
-    if optim.offpolicy_correction == "none":
-        return None, {}
-    from gigpo.algo.losses import offpolicy_weight
-    from gigpo.train.passes import right_align
-
-    sampler = right_align([torch.as_tensor(batch.sampling_logprobs[r], dtype=torch.float32) for r in rows],
-                          learner_lp.shape[1]).to(learner_lp.device)
-    w, st = offpolicy_weight(learner_lp, sampler, mask, optim.offpolicy_correction, optim.offpolicy_cap)
-    return w, {f"offpolicy/{k}": v for k, v in st.items()}

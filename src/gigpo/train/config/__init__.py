@@ -9,12 +9,12 @@ loads. This module is the public face; the parts live in
 * :mod:`gigpo.train.config.load`: defaults ← algorithm preset ← YAML file ← ``key=value`` overrides;
 * :mod:`gigpo.train.config.check`: types, ranges, cross-field rules and the env's options (:func:`validate`);
 * :mod:`gigpo.train.config.help`: ``--help`` text and ``--print-config`` YAML;
-* :mod:`gigpo.train.algorithms`: the algorithm table the checks and the help read.
+* :mod:`gigpo.train.config.algorithms`: the algorithm table the checks and the help read.
 
 Every mistake is a one-line :class:`ConfigError` naming the key (or file), raised before anything heavy runs.
 """
 
-from gigpo.train.algorithms import ALGORITHMS
+from gigpo.train.config.algorithms import ALGORITHMS
 from gigpo.train.config.check import env_option_error, validate
 from gigpo.train.config.coercion import coerce
 from gigpo.train.config.error import ConfigError

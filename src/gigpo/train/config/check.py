@@ -14,7 +14,7 @@ import typing
 from typing import Any, Literal, get_args, get_origin
 
 from gigpo.algo.grouping import GroupingSpec
-from gigpo.train.algorithms import algorithm_names, check_algorithm, spec_of
+from gigpo.train.config.algorithms import algorithm_names, check_algorithm, spec_of
 from gigpo.train.config.bounds import check_async_staleness, check_secrets, check_token_caps, known_context
 from gigpo.train.config.coercion import INT_LIMIT, coerce
 from gigpo.train.config.error import ConfigError

@@ -17,7 +17,7 @@ import yaml
 
 from gigpo.algo.loss_registry import registered_losses
 from gigpo.rollout.engines import registered_engines
-from gigpo.train.algorithms import algorithm_names, spec_of
+from gigpo.train.config.algorithms import algorithm_names, spec_of
 from gigpo.train.config.schema import SECTIONS, Config
 from gigpo.train.reporting.trackers import registered_trackers
 

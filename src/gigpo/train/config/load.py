@@ -12,7 +12,7 @@ from typing import Any, get_origin
 
 import yaml
 
-from gigpo.train.algorithms import algorithm_names, preset_overrides
+from gigpo.train.config.algorithms import algorithm_names, preset_overrides
 from gigpo.train.config.check import validate
 from gigpo.train.config.coercion import coerce, parse_scalar, yaml_problem
 from gigpo.train.config.error import ConfigError

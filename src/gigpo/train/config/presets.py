@@ -8,5 +8,5 @@ from pathlib import Path
 
 #: ``gigpo train --config NAME`` presets (quickstart, sokoban, ...).
 CONFIG_DIR = Path(str(resources.files("gigpo") / "configs"))
-#: Per-algorithm defaults (``algorithm=dapo`` → dapo.yaml), see :mod:`gigpo.train.algorithms`.
+#: Per-algorithm defaults (``algorithm=dapo`` → dapo.yaml), see :mod:`gigpo.train.config.algorithms`.
 ALGO_PRESET_DIR = CONFIG_DIR / "algos"

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from gigpo.algo.registry import option as key  # a documented field: the same helper as an estimator option
 from gigpo.algo.registry import registered
-from gigpo.train.algorithms import algorithm_names
+from gigpo.train.config.algorithms import algorithm_names
 from gigpo.train.config.schema_rollout import RolloutConfig, rollout_section
 
 

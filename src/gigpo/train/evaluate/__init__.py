@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from gigpo.rollout import Collector, RolloutBatch
+from gigpo.train.collect.remote import start_engine
 from gigpo.train.compose import build_collector, build_engine, eval_seeds, preflight
 from gigpo.train.config import (
     Config,
@@ -19,7 +20,6 @@ from gigpo.train.config import (
     load_config,
     validate,
 )
-from gigpo.train.remote import start_engine
 
 #: summary key of an env whose start ignores the seed (:mod:`gigpo.train.preflight.heldout`); the table says so in words
 SAME_START_KEY = "same_start_as_training"

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gigpo.train import rng_streams
+from gigpo.train.config import rng_streams
 
 log = logging.getLogger(__name__)
 
@@ -246,7 +246,7 @@ def split_evaluation(ctx: DistContext, run_evaluation: Any, summarize: Any, coll
     if not ctx.active:
         return run_evaluation(collector, seed, episodes, temperature)
     from gigpo.rollout.batch import merge_batches
-    from gigpo.train.rng_streams import eval_seeds
+    from gigpo.train.config.rng_streams import eval_seeds
 
     mine = np.array_split(np.asarray(eval_seeds(seed, episodes), dtype=np.int64), ctx.world_size)[ctx.rank]
     batch = collector.collect(mine.tolist(), 1, temperature=temperature)

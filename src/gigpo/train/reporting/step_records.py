@@ -89,9 +89,9 @@ def credit_parts(cfg: Any, sub: RolloutBatch) -> dict[str, np.ndarray | None]:
         "R": discounted_returns(arr["traj_id"], arr["step"], arr["reward"], cfg.algorithm.gamma),
         "A_E": None, "A_S": None, "sg": None}
     # the estimator registry (gigpo.algo.registry): the one dispatch the trainer uses too
-    from gigpo.train.algorithms import resolve_estimator
-    from gigpo.train.estimate import step_batch
-    from gigpo.train.grouping import grouping_spec
+    from gigpo.train.config.algorithms import resolve_estimator
+    from gigpo.train.update.estimate import step_batch
+    from gigpo.train.update.grouping import grouping_spec
 
     est, common, options = resolve_estimator(cfg)
     n = len(sub)

@@ -1,5 +1,5 @@
 """The PPO critic: a linear value head on the policy's last hidden state, save and load (its forward pass is
-:func:`gigpo.train.logprobs.policy_forward` with ``head=``)."""
+:func:`gigpo.train.update.logprobs.policy_forward` with ``head=``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The algorithm table: one entry per ``algorithm.name`` names its estimator (registered in :mod:`gigpo.algo`,
 see :mod:`gigpo.algo.registry`), whether it adds GiGPO's step-level term, its episode term, the loss it trains
 with and which preset file holds its defaults. Whether it trains a critic or needs KL rewards comes from the
-estimator. Config validation, the help text, :func:`gigpo.train.estimate.row_advantages` and the trainer read
+estimator. Config validation, the help text, :func:`gigpo.train.update.estimate.row_advantages` and the trainer read
 this table. A registered estimator without an entry (GraphGPO, a user's ``--import``-ed one) is an algorithm
 too: ``algorithm=NAME`` trains it with the PPO-clipped loss and no preset.
 

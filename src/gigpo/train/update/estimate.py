@@ -1,5 +1,5 @@
 """Per-row advantages for every ``algorithm.name``: the rollout batch as a :class:`gigpo.algo.registry.StepBatch`,
-handed to the algorithm's registered estimator (:func:`gigpo.train.algorithms.resolve_estimator`)."""
+handed to the algorithm's registered estimator (:func:`gigpo.train.config.algorithms.resolve_estimator`)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from gigpo.algo.grouping import GroupingSpec
 from gigpo.algo.registry import StepBatch
 from gigpo.algo.similarity import grouping_quality
 from gigpo.rollout.batch import RolloutBatch
-from gigpo.train.algorithms import resolve_estimator
-from gigpo.train.grouping import anchors_for, hashable_key, state_key_fraction
+from gigpo.train.config.algorithms import resolve_estimator
+from gigpo.train.update.grouping import anchors_for, hashable_key, state_key_fraction
 
 
 def step_batch(cfg: Any, batch: RolloutBatch, grouping: GroupingSpec | None, step_term: bool, values: Any = None,
                kl: Any = None) -> StepBatch:
     """The estimator's view of ``batch``: ids, steps, rewards; the anchors of ``grouping.*`` and the similarity
-    ``grouping`` (:func:`gigpo.train.grouping.grouping_spec`) when the estimator uses step groups; the critic's
+    ``grouping`` (:func:`gigpo.train.update.grouping.grouping_spec`) when the estimator uses step groups; the critic's
     values and KL when given; per row, whether its trajectory was won and whether it was truncated (cut by a
     step/time limit: GAE bootstraps after its last row)."""
     arr = batch.arrays()
@@ -58,7 +58,7 @@ class Advantages(NamedTuple):
 def row_advantages(cfg: Any, batch: RolloutBatch, grouping: GroupingSpec | None, values: np.ndarray | None = None,
                    kl: np.ndarray | None = None) -> Advantages:
     """:class:`Advantages` for the rows of ``batch`` by ``algorithm.name``'s estimator, step groups by
-    ``grouping`` (built once per run: :func:`gigpo.train.grouping.grouping_spec`)."""
+    ``grouping`` (built once per run: :func:`gigpo.train.update.grouping.grouping_spec`)."""
     if len(batch) == 0:
         return Advantages(np.zeros(0), None, {})
     est, common, options = resolve_estimator(cfg)

@@ -54,7 +54,7 @@ def policy_forward(
     prefix_cache: PrefixCache | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """``(logp, response_mask, entropy, values)``: log π(y_t | x, y_<t) at ``temperature``, each ``(B, L)``,
-    and with a value ``head`` (:class:`gigpo.train.value.ValueHead`) V(s) read from the final hidden state at
+    and with a value ``head`` (:class:`gigpo.train.update.value.ValueHead`) V(s) read from the final hidden state at
     each row's last prompt token, ``(B,)`` — one forward gives both. Without a head ``values`` is None and no
     hidden state is requested, so runs without a critic pay nothing for it.
 

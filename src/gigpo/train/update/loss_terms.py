@@ -13,8 +13,8 @@ import torch
 
 from gigpo.algo import kl_penalty
 from gigpo.algo.losses import aggregate, value_loss
-from gigpo.train.async_rollout import correction_weight
-from gigpo.train.passes import right_align
+from gigpo.rollout.batch import RolloutBatch
+from gigpo.train.update.passes import right_align
 
 
 def policy_terms(cfg: Any, loss_fn: Any, batch: Any, rows: list[int], logp: torch.Tensor, mask: torch.Tensor,
@@ -51,7 +51,23 @@ def policy_terms(cfg: Any, loss_fn: Any, batch: Any, rows: list[int], logp: torc
 def value_terms(cfg: Any, values: torch.Tensor, critic: tuple[torch.Tensor, torch.Tensor], rows: list[int]
                 ) -> tuple[torch.Tensor, list[tuple[str, float]]]:
     """``(value loss, logs)`` of ``rows``; ``critic`` = (old values, targets) of every row. The value head's
-    settings are ``algorithm.ppo``'s for every critic estimator (:data:`gigpo.train.algorithms.VALUE_HEAD_SECTION`)."""
+    settings are ``algorithm.ppo``'s for every critic estimator (:data:`gigpo.train.config.algorithms.VALUE_HEAD_SECTION`)."""
     vl, vst = value_loss(values, critic[0][rows].to(values.device), critic[1][rows].to(values.device),
                          cfg.algorithm.ppo.value_clip)
     return vl, [("loss/value", vl.item()), ("value/clip_frac", vst["vf_clip_frac"]), ("value/mean", vst["value_mean"])]
+
+
+def correction_weight(optim: Any, batch: RolloutBatch, rows: list[int], learner_lp: torch.Tensor,
+                      mask: torch.Tensor) -> tuple[torch.Tensor | None, dict[str, float]]:
+    """``optim.offpolicy_correction``'s token weight for ``rows`` (None for "none") and its ``offpolicy/*``
+    stats: :func:`gigpo.algo.losses.offpolicy_weight` of the learner's pre-update log-probs ``learner_lp``
+    (B, L, right-aligned) over the sampler's recorded ones."""
+    if optim.offpolicy_correction == "none":
+        return None, {}
+    from gigpo.algo.losses import offpolicy_weight
+    from gigpo.train.update.passes import right_align
+
+    sampler = right_align([torch.as_tensor(batch.sampling_logprobs[r], dtype=torch.float32) for r in rows],
+                          learner_lp.shape[1]).to(learner_lp.device)
+    w, st = offpolicy_weight(learner_lp, sampler, mask, optim.offpolicy_correction, optim.offpolicy_cap)
+    return w, {f"offpolicy/{k}": v for k, v in st.items()}

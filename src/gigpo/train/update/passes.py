@@ -13,8 +13,8 @@ import torch
 from gigpo.rollout import RolloutBatch
 from gigpo.rollout.prefix_sharing import PrefixCache, may_share, plan_prefix_groups
 from gigpo.rollout.sampling import first_occurrences
-from gigpo.train.logprobs import policy_forward, unique_rows
-from gigpo.train.value import ValueHead
+from gigpo.train.update.logprobs import policy_forward, unique_rows
+from gigpo.train.update.value import ValueHead
 
 log = logging.getLogger(__name__)
 

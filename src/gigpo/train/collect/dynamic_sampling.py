@@ -11,8 +11,8 @@ import numpy as np
 
 from gigpo.rollout.batch import COLUMNS, RolloutBatch, id_span, merge_batches
 from gigpo.rollout.concat import to_concat_batch
-from gigpo.train import rng_streams
-from gigpo.train.rng_streams import EVAL_SEED_BASE, train_seeds
+from gigpo.train.config import rng_streams
+from gigpo.train.config.rng_streams import EVAL_SEED_BASE, train_seeds
 
 
 class RunFailed(RuntimeError):

@@ -1,0 +1,1 @@
+"""From a collected batch to gradient steps: advantages (estimate.py hands the batch to the registered estimator, grouping.py the run's one GroupingSpec), the learner's passes (passes.py, logprobs.py with shared prefixes), the loss (loss_terms.py), the critic's value head and the learning-rate schedule."""
