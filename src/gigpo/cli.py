@@ -1,4 +1,4 @@
-"""`gigpo` command line: train, eval, envs, play, sweep, serve, serve-retriever, view."""
+"""`gigpo` command line: train, eval, envs, play, sweep, serve, serve-retriever, view, audit."""
 
 from __future__ import annotations
 
@@ -297,6 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
                    add_help=False)
     sub.add_parser("view", help="a run report in the browser: curves, per-step credit, step groups (see --help)",
                    add_help=False)
+    sub.add_parser("audit", help="score every estimator's credit against Monte-Carlo reference advantages (see "
+                                 "--help)", add_help=False)
     return p
 
 
@@ -321,6 +323,10 @@ def _delegated(argv: list[str]) -> int | None:
         from gigpo.train.sweep import sweep_main
 
         return sweep_main(rest)
+    if cmd == "audit":
+        from gigpo.audit.cli import audit_main
+
+        return audit_main(rest)
     if cmd == "view":
         from gigpo.view.cli import view_main
 
