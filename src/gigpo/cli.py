@@ -297,8 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
                    add_help=False)
     sub.add_parser("view", help="a run report in the browser: curves, per-step credit, step groups (see --help)",
                    add_help=False)
-    sub.add_parser("audit", help="score every estimator's credit against Monte-Carlo reference advantages (see "
-                                 "--help)", add_help=False)
+    sub.add_parser("audit", help="score estimators' credit against Monte-Carlo A* = Q - V (see --help)", add_help=False)
     return p
 
 
