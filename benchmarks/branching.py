@@ -60,6 +60,18 @@ def per_seed(cell, key: str, iterations: int) -> dict[int, list[float]]:
     return out
 
 
+def final_eval(cell, iterations: int) -> dict[int, list[float]]:
+    """Per seed that finished, its last held-out evaluation as a one-point curve (an eval at iteration 0 too,
+    where the preset has one, is not the final one)."""
+    out = {}
+    for seed, run in cell.runs.items():
+        recs = records(Path(run))
+        evals = [r["eval/success_rate"] for r in recs if r.get("eval/success_rate") is not None]
+        if len([r for r in recs if "rollout/success_rate" in r]) >= iterations and evals:
+            out[seed] = evals[-1:]
+    return out
+
+
 def mean_of(cell, key: str, iterations: int) -> float:
     runs = per_seed(cell, key, iterations)
     return float(np.mean([np.mean(v) for v in runs.values()])) if runs else float("nan")
@@ -94,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         sa, sb = per_seed(a, "rollout/success_rate", its), per_seed(b, "rollout/success_rate", its)
         if sa and sb:
             lines.append(row_md(f"{study}: gigpo → gigpo + branch, sampled", paired(sa, sb)))
-        ea, eb = ({s: v[-1:] for s, v in per_seed(c, "eval/success_rate", 1).items()} for c in (a, b))
+        ea, eb = (final_eval(c, its) for c in (a, b))
         if ea and eb:
             lines.append(row_md(f"{study}: gigpo → gigpo + branch, final greedy held-out", paired(ea, eb)))
         for name, c in (("gigpo", a), ("gigpo + branch", b)):
