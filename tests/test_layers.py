@@ -19,7 +19,7 @@ RANK = {
     "agent": 2, "models": 2,
     "rollout": 3,
     "train": 4,
-    "serve": 5, "view": 5,
+    "serve": 5, "view": 5, "audit": 5,
     "cli": 6,
     "__main__": 7,
 }

@@ -1,4 +1,4 @@
-"""`gigpo` command line: train, eval, envs, play, sweep, serve, serve-retriever, view."""
+"""`gigpo` command line: train, eval, envs, play, sweep, serve, serve-retriever, view, audit."""
 
 from __future__ import annotations
 
@@ -301,6 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
                    add_help=False)
     sub.add_parser("view", help="a run report in the browser: curves, per-step credit, step groups (see --help)",
                    add_help=False)
+    sub.add_parser("audit", help="score estimators' credit against Monte-Carlo A* = Q - V (see --help)", add_help=False)
     return p
 
 
@@ -325,6 +326,10 @@ def _delegated(argv: list[str]) -> int | None:
         from gigpo.train.sweep import sweep_main
 
         return sweep_main(rest)
+    if cmd == "audit":
+        from gigpo.audit.cli import audit_main
+
+        return audit_main(rest)
     if cmd == "view":
         from gigpo.view.cli import view_main
 

@@ -14,7 +14,7 @@ from gigpo.envs.base import Env
 from gigpo.envs.restore import ReplayDivergence, Visit, determinism_problem, random_episode, replay
 
 BUILTIN = ["gridgoal", "sokoban", "frozenlake", "webshop", "search", "lock", "dialogue-guess", "dialogue-booking",
-           "gridgoal-noisy", "sokoban-noisy", "webshop-noisy"]
+           "gridgoal-noisy", "sokoban-noisy", "webshop-noisy", "lock-noisy"]
 
 
 @pytest.mark.parametrize("name", BUILTIN)

@@ -32,3 +32,15 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 def run_copy(runs, tmp_path) -> Path:
     """A copy of the GiGPO run that a test may damage."""
     return Path(shutil.copytree(runs["gigpo"], tmp_path / "copy"))
+
+
+@pytest.fixture(scope="session")
+def audited_branched_run(tmp_path_factory) -> Path:
+    """A branched GiGPO run (rollout.branch=every) with a `gigpo audit` of its last checkpoint."""
+    from gigpo.cli import main
+
+    run = train_run(tmp_path_factory.mktemp("branched") / "run", "rollout.branch=every", "rollout.branching.every=1",
+                    "train.sample_groups=3")
+    assert main(["audit", str(run), "--states", "8", "--continuations", "2", "--estimators", "grpo,gigpo",
+                 "--resamples", "100", "--no-progress"]) == 0
+    return run

@@ -105,3 +105,18 @@ def test_chromium_renders_a_sweep_with_its_table_and_seed_bands(runs, tmp_path):
     assert 'class="paired-table"' in dom and "sampled success AUC" in dom and "grpo (A) → gigpo (B)" in dom
     assert dom.count("algorithm.name=g") >= 2  # the cells, named by the grid key
     assert "<polygon" in dom  # the ±1 std bands
+
+
+def test_chromium_draws_the_branch_trees_and_the_audit_table(audited_branched_run, tmp_path):
+    import json
+
+    out = tmp_path / "report.html"
+    assert cli_main(["view", str(audited_branched_run), "--out", str(out)]) == 0
+    data = json.loads(re.search(r'type="application/json">(.*?)</script>', out.read_text(), re.S).group(1))
+    it = max(map(int, data["runs"][0]["samples"]))
+    rows = sum(len(t["rows"]) for t in data["runs"][0]["samples"][str(it)]["trees"].values())
+    dom = chromium("--virtual-time-budget=5000", "--dump-dom", f"{out.as_uri()}#run=0&it={it}")
+    assert 'data-rendered="1"' in dom
+    assert dom.count('class="branch-tree"') == len(data["runs"][0]["samples"][str(it)]["trees"])
+    assert dom.count('class="traj-line"') == rows
+    assert '<div id="audit">' in dom and dom.count("<tr><td>GiGPO exact</td>") == 1

@@ -16,6 +16,7 @@ register("webshop-noisy", "gigpo.envs.wrappers:make_noisy", "webshop with ads in
 register("webshop-original-noisy", "gigpo.envs.wrappers:make_noisy", "webshop-original with ads inserted into pages.", base="webshop-original")
 register("sokoban-noisy", "gigpo.envs.wrappers:make_noisy", "sokoban with ads inserted into observations.", base="sokoban")
 register("gridgoal-noisy", "gigpo.envs.wrappers:make_noisy", "gridgoal with ads inserted into observations.", base="gridgoal")
+register("lock-noisy", "gigpo.envs.wrappers:make_noisy", "lock with ads inserted into observations (exact anchors become rare).", base="lock")
 # Multi-turn dialogue: the agent talks with a simulated user (env.user: rules | openai:MODEL).
 register("dialogue-guess", "gigpo.envs.dialogue.guess:GuessEnv", "Dialogue: ask about the user's secret animal, then name it.")
 register("dialogue-booking", "gigpo.envs.dialogue.booking:BookingEnv", "Dialogue: gather a customer's booking slots, offer a restaurant, book it.")

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from gigpo.envs.base import Env, EnvError
+from gigpo.envs.faults import can_snapshot
 
 # ------------------------------------------------------------------------------------------------------------ ads
 # An ad is TEMPLATE.format(product=..., slogan=..., price=...). Every combination is a distinct string
@@ -143,7 +144,21 @@ class AdNoiseWrapper(Env):
         # recurse while unpickling, before __init__ has set it.
         if name == "env":
             raise AttributeError(name)
+        if name in ("snapshot", "restore"):  # the wrapper's own pair (it has state too), only over an env with one
+            if not can_snapshot(self.env):
+                raise AttributeError(name)
+            return getattr(self, f"_{name}")
         return getattr(self.env, name)
+
+    def _snapshot(self) -> tuple:
+        """The wrapped env's snapshot and the wrapper's place in the episode (its seed and step)."""
+        return (self.env.snapshot(), self._reset_seed, self._step)
+
+    def _restore(self, snapshot: tuple) -> tuple[str, dict[str, Any]]:
+        """Restore the wrapped env and the wrapper's place; what it shows carries this instance's own ads."""
+        inner, self._reset_seed, self._step = snapshot
+        observation, info = self.env.restore(inner)
+        return self._noisy(observation), {**info, "clean_observation": observation}
 
     def _noisy(self, observation: str) -> str:
         if self._reset_seed is None:

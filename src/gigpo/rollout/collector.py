@@ -99,6 +99,10 @@ class Collector:
             raise ValueError(f"decoding must be 'free' or 'constrained', got {decoding!r}")
         self.decoding = decoding
         self.branch = branch
+        #: record every slot's env actions and visits (what a replay of its state needs) even when not branching;
+        #: ``on_step(slot, step)`` is called before each recorded step with the slot as it stood (gigpo.audit)
+        self.record_paths = False
+        self.on_step: Callable[[Slot, int], None] | None = None
         self._constraints = ConstraintCache(
             prompt_builder.tokenizer, list(getattr(engine, "eos_ids", None) or []), prompt_builder.fmt,
             env_name or getattr(make_env, "name", None) or "env", slots=True,
@@ -146,7 +150,7 @@ class Collector:
             else:
                 s.observation, s.info = res
                 s.traj.task = str(s.info.get("task", ""))
-                if self.branch:
+                if self.branch or self.record_paths:
                     s.actions, s.visits = [], [Visit.of(s.observation, s.info)]
         if any(is_multiseat(s.info) for s in slots):  # one game, several seats: self-play (rollout/multiseat.py)
             if self.branch:  # refused before training too (gigpo.train.compose.probe_env)
@@ -159,6 +163,20 @@ class Collector:
         if self.branch:  # the group's budget: what an unbranched group of group_size can spend (rollout/branching.py)
             caps = {s.traj.group_id: self._cap(s.env) for s in slots}
             budgets = {g: GroupBudget(group_size * cap, per_group * cap) for g, cap in caps.items()}
+        slots = self.run_turns(slots, batch, temperature, budgets)
+        failed = {s.traj.traj_id for s in slots if s.traj.failed}
+        if failed:
+            more = f" ({self._logged - self.LOG_FAILURES} not logged above)" if self._logged > self.LOG_FAILURES else ""
+            log.warning("%d of %d trajectories failed (env fault)%s; excluded from training and statistics",
+                        len(failed), len(slots), more)
+            batch = batch.drop_trajectories(failed)
+        return batch
+
+    def run_turns(self, slots: list[Slot], batch: RolloutBatch, temperature: float,
+                  budgets: dict[int, GroupBudget] | None = None) -> list[Slot]:
+        """Play ``slots`` to the end of their episodes, recording their steps in ``batch``: per turn one batched
+        generation over the active slots, then their env steps in one guarded batch. Returns every slot played
+        (with branching, the restored siblings too)."""
         while True:
             active = [s for s in slots if s.active]
             if not active:
@@ -173,7 +191,7 @@ class Collector:
                 **extra,
             )
             parsed = [self._parse(s, g) for s, g in zip(active, gens)]
-            born = self._branch(active, gens, budgets) if self.branch else []
+            born = self._branch(active, gens, budgets) if self.branch and budgets else []
             # All of the turn's env steps in one guarded batch (concurrent in process mode).
             todo = [i for i, p in enumerate(parsed) if p.valid]
             outs: list[Any] = [None] * len(active)
@@ -186,14 +204,7 @@ class Collector:
                     self._advance(batch, s, s.traj.length, prompt, gen, p, out)
             slots += born  # restored siblings take their first step next turn
             batch.trajectories += [s.traj for s in born]
-
-        failed = {s.traj.traj_id for s in slots if s.traj.failed}
-        if failed:
-            more = f" ({self._logged - self.LOG_FAILURES} not logged above)" if self._logged > self.LOG_FAILURES else ""
-            log.warning("%d of %d trajectories failed (env fault)%s; excluded from training and statistics",
-                        len(failed), len(slots), more)
-            batch = batch.drop_trajectories(failed)
-        return batch
+        return slots
 
     def _branch(self, active: list[Slot], gens: list[Any], budgets: dict[int, GroupBudget]) -> list[Slot]:
         """This turn's branches: per group, the parents the rule chooses (their action at this step sampled, not
@@ -282,6 +293,8 @@ class Collector:
     def _advance(self, batch: RolloutBatch, s: Slot, step: int, prompt: list[int], gen: Any, parsed: Any,
                  out: tuple[str, float, bool, dict] | None) -> None:
         """Record one step; ``out`` is the env's checked step output, or None when the action was invalid."""
+        if self.on_step is not None:
+            self.on_step(s, step)
         info = s.info or {}
         state_key = Env.state_key_of(info, s.observation)
         obs_before = s.observation

@@ -27,6 +27,7 @@ from gigpo.safefiles import json_lines, read_regular_text
 from gigpo.train.config.secrets import mask_config
 from gigpo.train.reporting.health import HealthThresholds, replay
 from gigpo.train.reporting.step_records import read_step_records
+from gigpo.view.trees import group_trees, load_audits
 
 MAX_POINTS = 2000
 #: the most of a run's metrics.jsonl / config.yaml / one samples file read (reads count bytes actually read)
@@ -236,7 +237,7 @@ def clean_samples(header: Any, trajs: list) -> dict:
                                                "branch_step")},
              "steps": [s for s in map(_clean_step, steps if isinstance(steps, list) else []) if s is not None]}
         out.append(t)
-    return {"header": header, "trajectories": out}
+    return {"header": header, "trajectories": out, "trees": group_trees(out)}
 
 
 def load_samples(path: Path, max_bytes: int = SAMPLES_MAX_BYTES) -> dict:
@@ -259,6 +260,8 @@ def load_run(run: Path, samples_budget: int, max_points: int = MAX_POINTS) -> di
     shown = thin(records, max_points, {a["iteration"] for a in alerts})
     if len(shown) < len(records):
         notes.append(f"curves: {len(shown)} of {len(records)} iterations shown (evenly spaced, every evaluation)")
+    audits, audit_notes = load_audits(run)
+    notes += audit_notes
     files = sample_files(run)
     files_size = {}
     for i, p in files.items():
@@ -278,7 +281,7 @@ def load_run(run: Path, samples_budget: int, max_points: int = MAX_POINTS) -> di
     return {
         "name": run.name, "path": str(run), "config": flat(cfg_raw), "status": status,
         "iterations_done": iterations[-1] if iterations else 0, "iterations_planned": planned,
-        "metrics": columns(shown), "alerts": alerts, "notes": notes,
+        "metrics": columns(shown), "alerts": alerts, "notes": notes, "audits": audits,
         # a step term was computed (|A_S| > 0 at some iteration): `gigpo view A B` opens on such a run
         "step_credit": any(isinstance(r.get("adv/abs_step_mean"), (int, float)) and r["adv/abs_step_mean"] > 0
                            for r in records),

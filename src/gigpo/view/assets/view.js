@@ -226,6 +226,45 @@
       el("pre", { text: members[0].step.obs }), t]);
     document.body.appendChild(p);
   }
+  function ciCell(sc) {  /* an audit score: value [95% CI] */
+    if (!sc || sc.value === null) return el("td", { "class": "num muted", text: "n/a" });
+    return el("td", { "class": "num", text: fmt(sc.value) + (sc.lo === null ? "" : " [" + fmt(sc.lo) + ", " + fmt(sc.hi) + "]") });
+  }
+  function auditSection(runs) {  /* gigpo audit: every estimator's credit scored against Monte-Carlo A* = Q − V */
+    var box = el("div", { id: "audit" }), n = 0;
+    runs.forEach(function (r) { (r.audits || []).forEach(function (a) {
+      n += 1;
+      box.appendChild(el("h3", { text: r.name + " · checkpoint of iteration " + a.iteration + " · " + a.env + " · " + a.states + " states × " + a.continuations + " continuations" }));
+      var t = el("table", { "class": "audit" }, [el("tr", {}, ["estimator", "Spearman ρ with A* [95% CI]", "sign agreement where |A*| > 2 SE [95% CI]", "clear rows", "step-signal fraction [95% CI]"].map(function (x) { return el("th", { text: x }); }))]);
+      a.estimators.forEach(function (e) {
+        t.appendChild(el("tr", {}, [el("td", { text: e.label }), ciCell(e.spearman), ciCell(e.sign_agreement), el("td", { "class": "num", text: e.clear_rows.value === null ? "–" : String(e.clear_rows.value) }), ciCell(e.step_signal)]));
+      });
+      box.appendChild(t);
+    }); });
+    return n ? box : null;
+  }
+  function branchTrees(trees) {  /* branch rollouts: each task group's tree (a row per trajectory, x = step) */
+    var keys = Object.keys(trees || {});
+    if (!keys.length) return null;
+    var wrap = el("div", { id: "branch-trees" }, [el("h3", { text: "branch trees of this iteration (a row per trajectory; a branch leaves its parent at its branch step; green: won, red: lost)" })]);
+    keys.forEach(function (g) {
+      var tr = trees[g], L = 56, R = 10, T = 12, dy = 12, W = 380, H = T + tr.rows.length * dy + 14;
+      var s = svg("svg", { "class": "branch-tree", width: W, height: H, "data-group": g });
+      function px(x) { return L + x / Math.max(1, tr.steps) * (W - L - R); }
+      var rowOf = {}; tr.rows.forEach(function (r) { rowOf[r.traj] = r.row; });
+      tr.rows.forEach(function (r) {
+        var y = T + r.row * dy;
+        if (r.parent >= 0 && rowOf[r.parent] !== undefined) s.appendChild(svg("line", { "class": "branch", x1: px(r.x0), y1: T + rowOf[r.parent] * dy, x2: px(r.x0), y2: y, stroke: "#888" }));
+        var line = svg("line", { "class": "traj-line", x1: px(r.x0), y1: y, x2: px(r.x1), y2: y, stroke: r.won ? "#2a8a4a" : "#c0392b", "stroke-width": 3 });
+        var tip = svg("title", {}); tip.textContent = "trajectory " + r.traj + (r.parent >= 0 ? ", branched from " + r.parent + " at step " + r.x0 : ", a root") + ", steps " + r.x0 + "–" + (r.x1 - 1);
+        line.appendChild(tip); s.appendChild(line);
+        var lab = svg("text", { x: 2, y: y + 4, "font-size": 10 }); lab.textContent = "traj " + r.traj; s.appendChild(lab);
+      });
+      var ax = svg("text", { x: L, y: H - 2, "font-size": 10 }); ax.textContent = "step 0 … " + tr.steps; s.appendChild(ax);
+      wrap.appendChild(el("div", { "class": "tree-box" }, [el("div", { "class": "muted", text: "task group " + g }), s]));
+    });
+    return wrap;
+  }
   function samplesSection(run, ri, container) {
     container.textContent = "";
     container.setAttribute("data-run", String(ri));
@@ -267,6 +306,7 @@
       });
       container.appendChild(el("h3", { text: "largest step groups of this iteration (" + (h.largest_groups_of || "the written groups") + ")" })); container.appendChild(gt);
     }
+    var bt = branchTrees(s.trees); if (bt) container.appendChild(bt);
     var list = el("div", { id: "trajectories" });
     trajs.forEach(function (t) {
       var rows = el("table", { "class": "steps" }, [el("tr", {}, ["t", "observation", "response", "action", "reward", "R_t", "A_E", "A_S", "A", "step group"].map(function (x) { return el("th", { text: x }); }))]);
@@ -352,6 +392,7 @@
     if (runs.length > 1) { app.appendChild(el("h2", { text: "config differences" })); app.appendChild(configDiff(DATA.config_diff, runs)); }
     app.appendChild(el("h2", { text: "health alerts" })); app.appendChild(alertsList(runs));
     app.appendChild(el("h2", { text: "learning curves" })); app.appendChild(runCurves(runs));
+    var au = auditSection(runs); if (au) { app.appendChild(el("h2", { text: "credit audit (gigpo audit)" })); app.appendChild(au); }
     app.appendChild(el("h2", { text: "trajectories with per-step credit" }));
     if (state.run >= runs.length) state.run = 0;
     if (!state.runGiven) {  /* no run in the link: open on the first run with step credit (A_S) to show */
