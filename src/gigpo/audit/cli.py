@@ -69,7 +69,7 @@ def audit_main(argv: list[str]) -> int:
     from gigpo.envs.base import EnvError
     from gigpo.envs.registry import EnvImportError, import_env_modules
     from gigpo.train.config import ConfigError
-    from gigpo.train.provenance import import_recorded
+    from gigpo.train.rundir.provenance import import_recorded
 
     args = build_parser().parse_args(argv)
     options = AuditOptions(states=args.states, continuations=args.continuations,

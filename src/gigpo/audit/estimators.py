@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 
 from gigpo.rollout.batch import RolloutBatch
-from gigpo.train.algorithms import resolve_estimator
-from gigpo.train.estimate import step_batch
+from gigpo.train.config.algorithms import resolve_estimator
+from gigpo.train.update.estimate import step_batch
+from gigpo.train.update.grouping import grouping_spec
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,6 @@ def arm_advantages(cfg: Any, arm: Arm, batch: RolloutBatch) -> tuple[np.ndarray,
     est, common, options = resolve_estimator(c)
     if est.needs_values:
         raise ValueError(f"estimator {arm.algorithm!r} needs a critic; the audit scores critic-free estimators")
-    out = est(step_batch(c, batch, est.uses_step_term(common.step)), common, options)
+    out = est(step_batch(c, batch, grouping_spec(c), est.uses_step_term(common.step)), common, options)
     return np.asarray(out.advantages, dtype=np.float64), (
         None if out.step_advantages is None else np.asarray(out.step_advantages, dtype=np.float64))

@@ -66,7 +66,7 @@ class AuditOptions:
 def find_checkpoint(path: str | Path, iteration: int | None) -> Path:
     """The checkpoint to audit: ``path`` itself (a checkpoint dir), or a run dir's checkpoint of ``iteration``
     (None: the newest intact one). A run dir without one is a FileNotFoundError with one line."""
-    from gigpo.train.checkpoint import checkpoint_dir, list_checkpoints
+    from gigpo.train.rundir.checkpoint import checkpoint_dir, list_checkpoints
 
     p = Path(path)
     if not p.exists():
@@ -91,7 +91,7 @@ def find_checkpoint(path: str | Path, iteration: int | None) -> Path:
 
 
 def _iteration(ckpt: Path) -> int:
-    from gigpo.train.checkpoint import iteration_of
+    from gigpo.train.rundir.checkpoint import iteration_of
 
     return iteration_of(ckpt)
 
