@@ -101,7 +101,8 @@ def paired_data(draw):
     a = {s: draw(rates) for s in seeds}
     shift = draw(st.sampled_from([0.0, 0.2, -0.2]))
     b = {s: min(1.0, max(0.0, a[s] + shift + draw(st.sampled_from([0.0, 0.0, 0.125, -0.125])))) for s in seeds}
-    if draw(st.booleans()) and n > 1:  # one seed only one arm finished, one with a value the run did not log
+    if draw(st.booleans()) and n > 2:  # one seed only one arm finished, one with a value the run did not log (n > 2:
+        # at least one seed stays paired; none paired is its own case, tested below)
         b.pop(seeds[0])
         a[seeds[-1]] = math.nan
     return a, b
@@ -284,3 +285,10 @@ def test_sweep_paired_end_to_end_equals_the_reference(tmp_path, capsys):
     (view,) = build_data([str(out)])["sweep"]["paired"]
     assert (view["key"], view["a"], view["b"]) == ("algorithm", "grpo", "gigpo")
     assert json.loads(json.dumps(view["comparisons"][0]["metrics"])) == res["metrics"]
+
+
+def test_no_paired_seed_is_nan_and_no_verdict():
+    """Seeds that no two arms share (one unfinished, one unlogged) give NaN means and no verdict, not an error."""
+    got = paired_stat({0: 0.0, 1: math.nan}, {1: 0.0})
+    assert got.seeds == [] and math.isnan(got.mean_diff) and math.isnan(got.lo) and got.p == 1.0
+    assert got.verdict == APART
