@@ -18,6 +18,7 @@ from gigpo.algo.registry import option as key  # a documented field: the same he
 from gigpo.algo.registry import registered
 from gigpo.train.config.algorithms import algorithm_names
 from gigpo.train.config.schema_rollout import RolloutConfig, rollout_section
+from gigpo.train.config.sections import extended_section
 
 
 @dataclass
@@ -116,7 +117,6 @@ def _estimator_sections() -> list[tuple[str, type, Any]]:
 #: estimator's options appear in the config, its validation and ``--help`` without an edit here.
 AlgorithmConfig = dataclasses.make_dataclass("AlgorithmConfig", _estimator_sections(), bases=(AlgorithmKeys,))
 AlgorithmConfig.__module__ = __name__
-_EXTENDED: dict[tuple[tuple[str, type], ...], type] = {}  # by (section, options class)
 
 
 def algorithm_section() -> type:
@@ -124,21 +124,8 @@ def algorithm_section() -> type:
     estimator with options registered after this module was built — a user's, loaded with ``--import`` — so its
     options are config keys (``algorithm.<section>.<key>``), in ``--help``, ``config.yaml`` and its checks like a
     built-in's. A section that would shadow a key of ``algorithm`` is a ValueError naming both."""
-    built = {f.name for f in dataclasses.fields(AlgorithmConfig)}
-    estimator_sections = built - {f.name for f in dataclasses.fields(AlgorithmKeys)}  # the built-ins' sections
-    extra = [s for s in _estimator_sections() if s[0] not in estimator_sections]
-    if not extra:
-        return AlgorithmConfig
-    for section, options, _ in extra:
-        if section in built:
-            raise ValueError(f"estimator options {options.__name__}: its config section algorithm.{section} would "
-                             f"replace the key algorithm.{section}; register it with section=<another name>")
-    names = tuple((s[0], s[1]) for s in extra)
-    if names not in _EXTENDED:
-        cls = dataclasses.make_dataclass("AlgorithmConfig", extra, bases=(AlgorithmConfig,))
-        cls.__module__, cls.__doc__ = __name__, AlgorithmConfig.__doc__
-        _EXTENDED[names] = cls
-    return _EXTENDED[names]
+    return extended_section(AlgorithmConfig, AlgorithmKeys, _estimator_sections(), "algorithm", "estimator",
+                            AlgorithmConfig.__doc__)
 
 
 @dataclass

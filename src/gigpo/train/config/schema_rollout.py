@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from gigpo.algo.registry import option as key
 from gigpo.rollout.engines import registered_engines
+from gigpo.train.config.sections import extended_section
 
 
 @dataclass
@@ -135,7 +136,6 @@ def _engine_sections() -> list[tuple[str, type, Any]]:
 #: options appear in the config, its validation and ``--help`` without an edit here.
 RolloutConfig = dataclasses.make_dataclass("RolloutConfig", _engine_sections(), bases=(RolloutKeys,))
 RolloutConfig.__module__, RolloutConfig.__doc__ = __name__, RolloutKeys.__doc__
-_EXTENDED: dict[tuple[tuple[str, type], ...], type] = {}  # by (section, options class)
 
 
 def rollout_section() -> type:
@@ -144,18 +144,5 @@ def rollout_section() -> type:
     options are config keys (``rollout.<section>.<key>``), in ``--help``, ``config.yaml`` and its checks like a
     built-in's (as :func:`gigpo.train.config.schema.algorithm_section` for estimators). A section that would
     shadow a key of ``rollout`` is a ValueError naming both."""
-    built = {f.name for f in dataclasses.fields(RolloutConfig)}
-    engine_sections = built - {f.name for f in dataclasses.fields(RolloutKeys)}
-    extra = [s for s in _engine_sections() if s[0] not in engine_sections]
-    if not extra:
-        return RolloutConfig
-    for section, options, _ in extra:
-        if section in built:
-            raise ValueError(f"engine options {options.__name__}: its config section rollout.{section} would "
-                             f"replace the key rollout.{section}; register it with section=<another name>")
-    names = tuple((s[0], s[1]) for s in extra)
-    if names not in _EXTENDED:
-        cls = dataclasses.make_dataclass("RolloutConfig", extra, bases=(RolloutConfig,))
-        cls.__module__, cls.__doc__ = __name__, RolloutKeys.__doc__
-        _EXTENDED[names] = cls
-    return _EXTENDED[names]
+    return extended_section(RolloutConfig, RolloutKeys, _engine_sections(), "rollout", "engine",
+                            RolloutKeys.__doc__)
