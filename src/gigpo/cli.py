@@ -11,7 +11,8 @@ from pathlib import Path
 #: ``--import``'s help: every kind of plug-in a module may register (docs/design.md "Plug-ins")
 IMPORT_HELP = ("import MODULE first (repeatable): a module that registers envs (gigpo.envs.register), estimators "
                "(gigpo.algo.registry.register_estimator), rollout engines (gigpo.rollout.engines.register_engine), "
-               "trackers (gigpo.train.reporting.trackers.register_tracker) or losses (gigpo.algo.loss_registry.register_loss)")
+               "trackers (gigpo.train.reporting.trackers.register_tracker) or losses "
+               "(gigpo.algo.loss_registry.register_loss)")
 
 
 def _error(command: str, err: BaseException | str) -> int:
@@ -25,8 +26,7 @@ def _error(command: str, err: BaseException | str) -> int:
 
 
 def _import_env_modules(args: argparse.Namespace) -> None:
-    """``--import MODULE`` (repeatable): modules that register user envs, estimators, engines, trackers or losses,
-    imported before the config is read."""
+    """``--import MODULE`` (repeatable): the plug-in modules of :data:`IMPORT_HELP`, imported before the config."""
     from gigpo.envs.registry import import_env_modules
 
     import_env_modules(getattr(args, "imports", None) or [])
@@ -103,9 +103,7 @@ def _train_run(args: argparse.Namespace) -> int:
     from gigpo.agent.constrained import ActionEncodingError
     from gigpo.envs.restore import ReplayDivergence
     from gigpo.rollout.engines import EngineError
-    from gigpo.train.collect.dynamic_sampling import (
-        RunFailed,  # loaded with the trainer already: no import cost
-    )
+    from gigpo.train.collect.dynamic_sampling import RunFailed  # loaded with the trainer: no import cost
     from gigpo.train.preflight.action_check import NoValidActions
 
     try:
