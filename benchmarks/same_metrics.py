@@ -35,11 +35,14 @@ def records(path: Path) -> list[dict]:
     return out
 
 
-def differences(a: list[dict], b: list[dict], limit: int = 10) -> list[str]:
-    """Up to ``limit`` lines naming where two runs' records differ (record count, keys, values)."""
+def differences(a: list[dict], b: list[dict], limit: int = 10, added: frozenset = frozenset()) -> list[str]:
+    """Up to ``limit`` lines naming where two runs' records differ (record count, keys, values); ``added``: metrics
+    the new tree logs that the old one did not (compared only where both have them)."""
     out = [f"{len(a)} records vs {len(b)}"] if len(a) != len(b) else []
     for i, (ra, rb) in enumerate(zip(a, b)):
         for k in sorted(ra.keys() | rb.keys()):
+            if k in added and k not in ra:
+                continue
             if ra.get(k, "<missing>") != rb.get(k, "<missing>"):
                 out.append(f"record {i} (iteration {ra.get('iteration')}): {k}: {ra.get(k, '<missing>')!r} vs "
                            f"{rb.get(k, '<missing>')!r}")
@@ -61,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iterations", type=int, default=12)
     ap.add_argument("--work", help="where the runs go (default: a temporary directory)")
     ap.add_argument("--runs", nargs="*", default=list(RUNS), choices=list(RUNS))
+    ap.add_argument("--added", action="append", default=[], metavar="KEY",
+                    help="a metric only the new tree logs (repeatable): not a difference where the old lacks it")
     ap.add_argument("--compare", nargs=2, metavar="METRICS_JSONL", help="only compare two metrics.jsonl files")
     args = ap.parse_args(argv)
     if args.compare:
@@ -73,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
                         train(args.after, name, work / f"after_{name}", args.iterations)) for name in args.runs}
     ok = True
     for name, (a, b) in pairs.items():
-        diff = differences(records(a), records(b))
+        diff = differences(records(a), records(b), added=frozenset(args.added))
         n = len(records(a))
         print(f"{name}: {'equal' if not diff else 'DIFFERENT'} ({n} records, time/* left out)")
         for line in diff:
