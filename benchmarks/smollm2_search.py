@@ -6,10 +6,15 @@ zero advantage, mean step-group size, entropy over the first and last 5 iteratio
 and clip fraction per update; CPU minutes from the ``/usr/bin/time`` line of ``RUN_DIR.log`` when present.
 
     python benchmarks/smollm2_search.py runs/G1-s0 runs/G4-s1 ...
+    python benchmarks/smollm2_search.py docs/results/smollm2_learning/search/*-s*     # the committed copies
+
+The committed copies (``docs/results/smollm2_learning/search/RUN/``) keep each run's config.yaml, its
+metrics.jsonl gzipped and the time lines of its logs (``run.log.txt``, ``run-resume.log.txt``).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import statistics
@@ -25,7 +30,8 @@ def mean(recs: list[dict], key: str) -> str:
 def cpu_minutes(run: Path) -> str:
     """Sum of every ``CPU_USER u CPU_SYS s`` line in RUN.log and RUN-resume.log (a resumed run has two)."""
     total, found = 0.0, False
-    for log in (run.with_name(run.name + ".log"), run.with_name(run.name + "-resume.log")):
+    for log in (run.with_name(run.name + ".log"), run.with_name(run.name + "-resume.log"), run / "run.log.txt",
+                run / "run-resume.log.txt"):
         if log.is_file():
             for u, s in re.findall(r"CPU_USER ([\d.]+) CPU_SYS ([\d.]+)", log.read_text(errors="replace")):
                 total, found = total + float(u) + float(s), True
@@ -33,7 +39,9 @@ def cpu_minutes(run: Path) -> str:
 
 
 def row(run: Path) -> str:
-    recs = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    plain, packed = run / "metrics.jsonl", run / "metrics.jsonl.gz"
+    text = plain.read_text() if plain.is_file() else gzip.decompress(packed.read_bytes()).decode()
+    recs = [json.loads(line) for line in text.splitlines() if line.strip()]
     evals = ", ".join(f"{r['iteration']}: {r['eval/success_rate']:.3f}" for r in recs if "eval/success_rate" in r)
     train = [r for r in recs if "rollout/success_rate" in r]
     cells = [run.name, str(len(train)), evals, mean(train, "rollout/success_rate"),
