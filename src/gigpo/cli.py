@@ -9,10 +9,8 @@ import warnings
 from pathlib import Path
 
 #: ``--import``'s help: every kind of plug-in a module may register (docs/design.md "Plug-ins")
-IMPORT_HELP = ("import MODULE first (repeatable): a module that registers envs (gigpo.envs.register), estimators "
-               "(gigpo.algo.registry.register_estimator), rollout engines (gigpo.rollout.engines.register_engine), "
-               "trackers (gigpo.train.reporting.trackers.register_tracker) or losses "
-               "(gigpo.algo.loss_registry.register_loss)")
+IMPORT_HELP = ("import MODULE first (repeatable): a module that registers envs (gigpo.envs.register), estimators, "
+               "engines, trackers or losses (register_estimator, register_engine, register_tracker, register_loss)")
 
 
 def _error(command: str, err: BaseException | str) -> int:

@@ -34,6 +34,30 @@ def run_copy(runs, tmp_path) -> Path:
     return Path(shutil.copytree(runs["gigpo"], tmp_path / "copy"))
 
 
+@pytest.fixture
+def paired_sweep(runs, tmp_path):
+    """``paired_sweep(name, *extra_b_runs)``: see :func:`make_paired_sweep` (in this test's tmp_path)."""
+    return lambda name, *extra_b_runs: make_paired_sweep(runs, tmp_path, name, *extra_b_runs)
+
+
+def make_paired_sweep(runs: dict[str, Path], root: Path, name: str, *extra_b_runs: str) -> Path:
+    """A sweep folder of the two runs (grpo, gigpo) as seeds 0 and 1 of each cell, with ``NAME_paired.json``
+    pairing grpo (A) with gigpo (B); ``extra_b_runs``: more B paths under seeds 2, 3, ... (e.g. outside the sweep)."""
+    import json
+
+    sweep = root / "sweep"
+    for arm, run in runs.items():
+        for seed in (0, 1):
+            shutil.copytree(run, sweep / "cells" / f"{arm}-abc" / f"seed{seed}")
+    b_runs = {"0": "cells/gigpo-abc/seed0", "1": "cells/gigpo-abc/seed1"}
+    b_runs.update({str(2 + i): path for i, path in enumerate(extra_b_runs)})
+    pair = {"label": "", "a_iterations": 3, "b_iterations": 3,
+            "a_runs": {"0": "cells/grpo-abc/seed0", "1": "cells/grpo-abc/seed1"}, "b_runs": b_runs}
+    (sweep / f"{name}_paired.json").write_text(json.dumps(
+        {"key": "algorithm", "a": "grpo", "b": "gigpo", "pairs": [pair], "results": None}))
+    return sweep
+
+
 @pytest.fixture(scope="session")
 def audited_branched_run(tmp_path_factory) -> Path:
     """A branched GiGPO run (rollout.branch=every) with a `gigpo audit` of its last checkpoint."""

@@ -34,7 +34,6 @@ def test_chromium_renders_curves_trajectories_and_a_step_group(runs, tmp_path):
     out = tmp_path / "report.html"
     assert cli_main(["view", str(runs["gigpo"]), str(runs["grpo"]), "--out", str(out)]) == 0
     # the hash opens the GiGPO run's iteration 3 and its largest step group, as a shared link would
-    import json
 
     data = json.loads(re.search(r'type="application/json">(.*?)</script>', out.read_text(), re.S).group(1))
     steps = [s for t in data["runs"][0]["samples"]["3"]["trajectories"] for s in t["steps"]]
@@ -88,16 +87,8 @@ def test_chromium_renders_the_live_page_served_on_loopback(runs):
     assert dom.count('<details class="traj') == 8
 
 
-def test_chromium_renders_a_sweep_with_its_table_and_seed_bands(runs, tmp_path):
-    sweep = tmp_path / "sweep"
-    for name, run in runs.items():
-        for seed in (0, 1):
-            shutil.copytree(run, sweep / "cells" / f"{name}-abc" / f"seed{seed}")
-    pair = {"label": "", "a_iterations": 3, "b_iterations": 3,
-            "a_runs": {"0": "cells/grpo-abc/seed0", "1": "cells/grpo-abc/seed1"},
-            "b_runs": {"0": "cells/gigpo-abc/seed0", "1": "cells/gigpo-abc/seed1"}}
-    (sweep / "sweep_paired.json").write_text(json.dumps({"key": "algorithm", "a": "grpo", "b": "gigpo",
-                                                         "pairs": [pair]}))
+def test_chromium_renders_a_sweep_with_its_table_and_seed_bands(paired_sweep, tmp_path):
+    sweep = paired_sweep("sweep")
     out = tmp_path / "sweep.html"
     assert cli_main(["view", str(sweep), "--out", str(out)]) == 0
     dom = chromium("--virtual-time-budget=3000", "--dump-dom", out.as_uri())
@@ -108,7 +99,6 @@ def test_chromium_renders_a_sweep_with_its_table_and_seed_bands(runs, tmp_path):
 
 
 def test_chromium_draws_the_branch_trees_and_the_audit_table(audited_branched_run, tmp_path):
-    import json
 
     out = tmp_path / "report.html"
     assert cli_main(["view", str(audited_branched_run), "--out", str(out)]) == 0

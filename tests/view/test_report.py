@@ -125,20 +125,10 @@ def test_a_sweep_directory_shows_cells_with_mean_curves_and_the_table(runs, tmp_
     assert cli_main(["view", str(sweep), str(runs["gigpo"])]) == 2  # a sweep is viewed alone
 
 
-def test_a_sweeps_paired_comparison_is_recomputed_from_its_runs(runs, tmp_path):
-    import json
-
+def test_a_sweeps_paired_comparison_is_recomputed_from_its_runs(paired_sweep):
     from gigpo.train.sweep.paired import compare, read_run
 
-    sweep = tmp_path / "sweep"
-    for name, run in runs.items():
-        for seed in (0, 1):
-            shutil.copytree(run, sweep / "cells" / f"{name}-abc" / f"seed{seed}")
-    pair = {"label": "", "a_iterations": 3, "b_iterations": 3,
-            "a_runs": {"0": "cells/grpo-abc/seed0", "1": "cells/grpo-abc/seed1"},
-            "b_runs": {"0": "cells/gigpo-abc/seed0", "1": "cells/gigpo-abc/seed1", "2": "../../etc"}}
-    (sweep / "s_paired.json").write_text(json.dumps(
-        {"key": "algorithm", "a": "grpo", "b": "gigpo", "pairs": [pair], "results": None}))
+    sweep = paired_sweep("s", "../../etc")
     (sweep / "bad_paired.json").write_text('{"key": "algorithm", "pairs": [')
     paired = build_data([str(sweep)])["sweep"]["paired"]
     assert paired[0]["name"] == "bad" and "was not read" in paired[0]["note"]
