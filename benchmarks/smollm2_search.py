@@ -1,6 +1,6 @@
 """The settings search of issue 42 (docs/results/smollm2_learning.md, "Held-out grids and TicTacToe"): one row per
 run directory — held-out greedy success at each evaluation (iteration 0 = the untrained model), sampled success
-AUC, and the per-iteration signal diagnostics that explain it: the fraction of task groups whose returns vary
+AUC (TicTacToe: held-out wins, with draws and losses), and the per-iteration signal diagnostics that explain it: the fraction of task groups whose returns vary
 (``grouping/episode_group/signal_frac``, logged since this search began; blank for runs started before), rows with a
 zero advantage, mean step-group size, entropy over the first and last 5 iterations, gradient norm, approx. KL
 and clip fraction per update; CPU minutes from the ``/usr/bin/time`` line of ``RUN_DIR.log`` when present.
@@ -38,11 +38,21 @@ def cpu_minutes(run: Path) -> str:
     return f"{total / 60:.1f}" if found else ""
 
 
+def outcome(rec: dict) -> str:
+    """Held-out success; for a two-player game (a ``seat`` key) also draws and losses, from the mean return: a win
+    returns +1, a loss -1, a draw 0 (every held-out move is valid under constrained decoding, so no penalty)."""
+    wins = rec["eval/success_rate"]
+    if not any(k.startswith("eval/seat") for k in rec):
+        return f"{wins:.3f}"
+    losses = wins - rec["eval/episode_return"]
+    return f"{wins:.3f} (d {1 - wins - losses:.2f}, l {losses:.2f})"
+
+
 def row(run: Path) -> str:
     plain, packed = run / "metrics.jsonl", run / "metrics.jsonl.gz"
     text = plain.read_text() if plain.is_file() else gzip.decompress(packed.read_bytes()).decode()
     recs = [json.loads(line) for line in text.splitlines() if line.strip()]
-    evals = ", ".join(f"{r['iteration']}: {r['eval/success_rate']:.3f}" for r in recs if "eval/success_rate" in r)
+    evals = ", ".join(f"{r['iteration']}: {outcome(r)}" for r in recs if "eval/success_rate" in r)
     train = [r for r in recs if "rollout/success_rate" in r]
     cells = [run.name, str(len(train)), evals, mean(train, "rollout/success_rate"),
              mean(train, "grouping/episode_group/signal_frac"), mean(train, "grouping/adv/zero_frac"),
