@@ -21,6 +21,18 @@ def test_split_values_respects_brackets_and_quotes():
     assert split_values("'x,y',z") == ["'x,y'", "z"]
 
 
+def test_grid_keys_on_both_sides_of_an_option(tmp_path, capsys):
+    # `a=1,2 --seeds 1 b=3` is the sweep of `a=1,2 b=3 --seeds 1` (argparse's plain parse exited 2 on b=3)
+    def listed(argv: list[str]) -> str:
+        rc = sweep_main([*argv, "--aggregate-only", "--out", str(tmp_path)])
+        assert rc == 1  # nothing trained: every cell listed as not finished, under its config hash
+        return "\n".join(line for line in capsys.readouterr().out.splitlines() if "FAILED" in line)
+
+    after = listed(["train.iterations=1,2", "--seeds", "1", "train.eval_every=0"])
+    before = listed(["train.iterations=1,2", "train.eval_every=0", "--seeds", "1"])
+    assert after == before and "train.iterations=2 seed=0" in after
+
+
 def test_parse_params_grid_and_fixed():
     grid, fixed = parse_params(["algorithm=grpo,rloo", "optim.lr=0.001", "model.tiny={english_words: false}"])
     assert grid == {"algorithm": ["grpo", "rloo"]}

@@ -330,7 +330,8 @@ def sweep_main(argv: list[str]) -> int:
     from gigpo.envs.registry import EnvImportError, import_env_modules
     from gigpo.train.config import ConfigError, resolve_config_path
 
-    args = build_parser().parse_args(argv)
+    # intermixed: grid keys may sit on either side of an option (`a=1,2 --seeds 2 b=3`), as `gigpo train` allows
+    args = build_parser().parse_intermixed_args(argv)
     try:
         import_env_modules(args.imports)  # the grid's configs name its envs: resolved (and checked) here first
         config = str(resolve_config_path(args.config).resolve()) if args.config else None
