@@ -45,11 +45,10 @@ def summarise(path: str) -> str:
     for traj in data["trajectories"]:
         for step in traj["steps"]:
             obs, action = step["observation"], str(step["action"]).strip().lower()
-            grid = obs  # gridgoal's observation is the grid text itself
-            pg = positions(grid)
+            pg = positions(obs)  # gridgoal's observation is the grid text itself
             if pg is None or action not in MOVES:
                 continue
-            size = len([line for line in grid.strip().splitlines() if line.strip()])
+            size = len([line for line in obs.strip().splitlines() if line.strip()])
             words[action] += 1
             effects[move_effect(*pg, action, size)] += 1
     n = sum(words.values())
