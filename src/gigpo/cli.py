@@ -31,12 +31,13 @@ def _import_env_modules(args: argparse.Namespace) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
+    code = 1
     try:
-        return _train_run(args)
+        return (code := _train_run(args))
     finally:
         dist = sys.modules.get("gigpo.train.parallel.distributed")  # imported with the trainer (torch): not for errors
         if dist is not None:
-            dist.shutdown()  # leave the process group (a no-op in one process)
+            dist.shutdown(synchronize=code == 0)  # leave the process group (a no-op in one process)
 
 
 def _train_run(args: argparse.Namespace) -> int:

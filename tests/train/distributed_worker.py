@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
         cfg = load_config(None, args)
         distributed.init(cfg)
         Trainer(cfg).train()
-    distributed.shutdown()
+    distributed.shutdown(synchronize=True)
     return 0
 
 
