@@ -3,7 +3,8 @@ run directory — held-out greedy success at each evaluation (iteration 0 = the 
 with draws and losses), sampled success AUC, and the per-iteration signal diagnostics that explain it: the
 fraction of task groups whose returns vary (``grouping/episode_group/signal_frac``, logged since this search
 began; blank for runs started before), rows with a zero advantage, mean step-group size, entropy over the first
-and last 5 iterations, gradient norm, approx. KL and clip fraction per update; CPU minutes from the ``/usr/bin/time`` line of ``RUN_DIR.log`` when present.
+and last 5 iterations, gradient norm, approx. KL and clip fraction per update; CPU minutes from the
+``/usr/bin/time`` line of ``RUN_DIR.log`` when present.
 
     python benchmarks/smollm2_search.py runs/G1-s0 runs/G4-s1 ...
     python benchmarks/smollm2_search.py docs/results/smollm2_learning/search/*-s*     # the committed copies

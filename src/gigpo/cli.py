@@ -247,8 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--print-config", action="store_true",
                    help="print the resolved configuration (presets and overrides applied) as YAML and exit; "
                         "loads no env data and no model")
-    t.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help=IMPORT_HELP)
+    t.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE", help=IMPORT_HELP)
     t.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest intact checkpoint")
     t.add_argument("--allow-config-change", action="store_true",
                    help="with --resume: accept overrides that change what is trained (env, model, algorithm, ...)")
@@ -261,8 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
                "(see `gigpo eval --agent openai:x --help`); with --agent oracle|random a scripted agent "
                "(see `gigpo eval --agent oracle --help`).",
     )
-    e.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help=IMPORT_HELP)
+    e.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE", help=IMPORT_HELP)
     e.add_argument("--checkpoint", help="run dir (newest checkpoint), checkpoint dir, or saved model dir")
     e.add_argument("--model", help="evaluate a model by name instead (tiny, smollm2-135m, HF id/path)")
     e.add_argument("--config", help="YAML file or preset (default: the run's own config, else quickstart)")
@@ -278,13 +276,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.set_defaults(func=_eval)
 
     ls = sub.add_parser("envs", help="list the registered environments")
-    ls.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help=IMPORT_HELP)
+    ls.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE", help=IMPORT_HELP)
     ls.set_defaults(func=_envs)
 
     pl = sub.add_parser("play", help="play an env yourself in the terminal")
-    pl.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help=IMPORT_HELP)
+    pl.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE", help=IMPORT_HELP)
     pl.add_argument("--env", default="gridgoal")
     pl.add_argument("--seed", type=int, default=0)
     pl.add_argument("options", nargs="*", metavar="key=value", help="env constructor options")
